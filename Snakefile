@@ -1,0 +1,28 @@
+# codegrpo: raw JSONL -> header validation -> Parquet -> SFT -> Skeleton RL -> Skin RL -> DHRCL
+#           -> evaluation -> paper tables.
+# The local default (config.yaml) runs the whole DAG on CPU with a tiny model; config/paper.yaml is
+# the paper-scale configuration selected by the SLURM profile.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets,
+
+
+include: "rules/data.smk"
+include: "rules/sft.smk"
+include: "rules/skeleton_rl.smk"
+include: "rules/skin_rl.smk"
+include: "rules/dhrcl.smk"
+include: "rules/evaluate.smk"
+include: "rules/tables.smk"

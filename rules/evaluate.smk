@@ -1,0 +1,1 @@
+# Stage: evaluate. Rules, target rule `evaluate`, and the files it registers with register_targets().

@@ -1,0 +1,1 @@
+# Stage: tables. Rules, target rule `tables`, and the files it registers with register_targets().

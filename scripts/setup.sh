@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 machine for codegrpo: system packages and a virtual environment in .venv.
+# Idempotent: a second run only checks what is there. CPU default; on GPU clusters see envs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES="gcc libc6-dev make bubblewrap procps"
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+missing=""
+for p in $APT_PACKAGES; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "[setup] apt-get install$missing"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+  .venv/bin/pip install -q -U pip
+fi
+stamp=.venv/.codegrpo-setup
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  # CPU torch first (a plain `torch` requirement would pull a multi-GB CUDA build).
+  .venv/bin/pip install -q "torch==2.13.0"
+  .venv/bin/pip install -q -e ".[dev]"
+  touch "$stamp"
+fi
+echo "[setup] ready: $(.venv/bin/python -c 'import torch, verl, snakemake; print("torch", torch.__version__, "verl", verl.__version__, "snakemake", snakemake.__version__)' 2>/dev/null | tail -1)"
