@@ -1,0 +1,266 @@
+"""Model factory and checkpoint plumbing shared by the training and evaluation stages.
+
+* :func:`build_tiny_model` makes a random-init Qwen2/Qwen3 causal LM (hidden 64, 2 layers) and a byte-level
+  BPE tokenizer trained on the given texts, with the chat special tokens and a chat template. Everything is
+  built offline and saved with ``save_pretrained``, so verl, vLLM-free CPU runs and the evaluation stage load
+  it like any Hugging Face checkpoint.
+* :func:`export_hf` turns a training checkpoint into a plain Hugging Face folder (safetensors + tokenizer):
+  either a folder that is already in Hugging Face layout (what the SFT trainer writes) or a sharded FSDP
+  actor checkpoint written by the RL trainer (merged by :mod:`codegrpo.verl.checkpoints`).
+* :func:`import_checkpoint` installs an existing checkpoint (a local folder or a hub model id) in place of
+  training.
+
+Every output folder is written beside its destination and renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+log = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+PAD_TOKEN, BOS_TOKEN, EOS_TOKEN = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+# ChatML, the format of the Qwen family: what verl's RL dataset and SFT dataset apply to the prompts.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+ARCHS = ("qwen2", "qwen3")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint folder is missing, incomplete or of an unknown layout (the message names the path)."""
+
+
+@contextlib.contextmanager
+def atomic_dir(dest: str | os.PathLike) -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``dest``; it replaces ``dest`` only if the block completes."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        if dest.exists() or dest.is_symlink():
+            old = dest.with_name(f".{dest.name}.old.{os.getpid()}")
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
+    """A byte-level BPE tokenizer (GPT-2/Qwen style) trained on ``texts``, as a transformers fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ValueError("train_tokenizer: no texts to train on")
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        bos_token=None,
+        unk_token=None,
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=1 << 20,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def tiny_config(arch: str, tokenizer, hidden_size: int = 64, num_layers: int = 2,
+                max_position_embeddings: int = 4096):
+    """The transformers config of the tiny model (Qwen2 or Qwen3 layout)."""
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_position_embeddings,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+        torch_dtype="float32",
+    )
+    if arch == "qwen2":
+        from transformers import Qwen2Config
+
+        return Qwen2Config(**common)
+    if arch == "qwen3":
+        from transformers import Qwen3Config
+
+        return Qwen3Config(head_dim=hidden_size // 4, **common)
+    raise ValueError(f"unknown tiny model arch {arch!r}; expected one of {ARCHS}")
+
+
+def build_tiny_model(
+    out_dir: str | os.PathLike,
+    texts: Sequence[str],
+    arch: str = "qwen2",
+    vocab_size: int = 1024,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    max_position_embeddings: int = 4096,
+) -> Path:
+    """Build a random-init tiny causal LM plus a tokenizer trained on ``texts``, saved to ``out_dir``.
+
+    Fully offline. The folder holds ``config.json``, ``model.safetensors``, ``generation_config.json``, the
+    tokenizer files (with the chat template) and ``tiny_model.json`` (how it was built).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    t0 = time.time()
+    texts = list(texts)
+    tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
+    cfg = tiny_config(arch, tokenizer, hidden_size, num_layers, max_position_embeddings)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
+    )
+    n_params = sum(p.numel() for p in model.parameters())
+    with atomic_dir(out_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        with open(tmp / "tiny_model.json", "w", encoding="utf-8") as fh:
+            json.dump(
+                {"arch": arch, "vocab_size": len(tokenizer), "requested_vocab_size": vocab_size, "seed": seed,
+                 "hidden_size": hidden_size, "num_layers": num_layers, "n_params": n_params,
+                 "n_texts": len(texts)}, fh, indent=2)
+    log.info("tiny %s model: %d params, vocab %d, %d training texts, %.1fs -> %s",
+             arch, n_params, len(tokenizer), len(texts), time.time() - t0, out_dir)
+    return Path(out_dir)
+
+
+def load_model(path: str | os.PathLike, device: str = "cpu"):
+    """(model, tokenizer) from a Hugging Face folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path)).to(device)
+    return model, tok
+
+
+# ----------------------------------------------------------------------------------------------------------
+# checkpoints
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def is_hf_dir(path: str | os.PathLike) -> bool:
+    """True for a folder in Hugging Face layout: config.json plus weights."""
+    p = Path(path)
+    return (p / "config.json").is_file() and any((p / w).is_file() for w in WEIGHT_FILES)
+
+
+def is_fsdp_actor_dir(path: str | os.PathLike) -> bool:
+    """True for a sharded FSDP checkpoint folder (model shards + huggingface/ config and tokenizer)."""
+    p = Path(path)
+    return any(p.glob("model_world_size_*_rank_*.pt")) and (p / "huggingface" / "config.json").is_file()
+
+
+def _has_tokenizer(p: Path) -> bool:
+    return (p / "tokenizer.json").is_file() or (p / "tokenizer_config.json").is_file()
+
+
+def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None) -> Path:
+    """Write ``src`` (an HF-layout training checkpoint or a sharded FSDP actor checkpoint) to ``dst`` as a
+    Hugging Face folder with safetensors weights and the tokenizer.
+
+    ``tokenizer_from`` supplies the tokenizer when ``src`` has none (some trainers save only the weights).
+    """
+    src = Path(src)
+    if not src.is_dir():
+        raise CheckpointError(f"{src}: checkpoint folder does not exist")
+    with atomic_dir(dst) as tmp:
+        if is_fsdp_actor_dir(src):
+            from codegrpo.verl.checkpoints import merge_fsdp_actor
+
+            merge_fsdp_actor(src, tmp)
+        elif is_hf_dir(src):
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(str(src), torch_dtype="auto")
+            model.save_pretrained(tmp, safe_serialization=True)
+        else:
+            raise CheckpointError(
+                f"{src}: neither a Hugging Face folder (config.json + weights) nor an FSDP actor checkpoint "
+                "(model_world_size_*_rank_*.pt + huggingface/)")
+        if not _has_tokenizer(tmp):
+            from transformers import AutoTokenizer
+
+            tok_src = src if _has_tokenizer(src) else (Path(tokenizer_from) if tokenizer_from else None)
+            if tok_src is None:
+                raise CheckpointError(f"{src}: no tokenizer in the checkpoint and no tokenizer_from given")
+            AutoTokenizer.from_pretrained(str(tok_src)).save_pretrained(tmp)
+        if not is_hf_dir(tmp):
+            raise CheckpointError(f"export of {src} produced no weights")
+    log.info("exported %s -> %s", src, dst)
+    return Path(dst)
+
+
+def import_checkpoint(src: str, dst: str | os.PathLike, revision: str | None = None) -> Path:
+    """Install an existing checkpoint at ``dst`` instead of training it.
+
+    ``src`` is a local Hugging Face folder (copied, weights re-saved only if they are not safetensors) or a
+    hub model id such as ``LLM4Binary/sk2decompile-struct-6.7b`` (downloaded with huggingface_hub; needs
+    network access and fails with a clear message offline).
+    """
+    p = Path(os.path.expanduser(src))
+    if p.exists():
+        if not is_hf_dir(p):
+            raise CheckpointError(f"{p}: not a Hugging Face model folder (needs config.json and weights)")
+        with atomic_dir(dst) as tmp:
+            for item in p.iterdir():
+                if item.is_file():
+                    shutil.copy2(item, tmp / item.name)
+                elif item.is_dir() and item.name != ".cache":
+                    shutil.copytree(item, tmp / item.name)
+        log.info("imported local checkpoint %s -> %s", p, dst)
+        return Path(dst)
+    if "/" not in src or src.startswith((".", "/", "~")):
+        raise CheckpointError(f"{src}: no such folder, and not a hub model id of the form owner/name")
+    from huggingface_hub import snapshot_download
+
+    with atomic_dir(dst) as tmp:
+        try:
+            snapshot_download(repo_id=src, revision=revision, local_dir=str(tmp),
+                              allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.bin"])
+        except Exception as exc:  # network errors, offline mode, missing repo
+            raise CheckpointError(f"could not download model {src!r}: {type(exc).__name__}: {exc}") from exc
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)
+        if not is_hf_dir(tmp):
+            raise CheckpointError(f"model {src!r} downloaded without config.json/weights")
+    log.info("imported hub model %s -> %s", src, dst)
+    return Path(dst)

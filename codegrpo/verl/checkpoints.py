@@ -1,0 +1,57 @@
+"""verl checkpoint layout: latest step, completed steps, and the FSDP actor → Hugging Face merge.
+
+verl 0.4.1 writes RL checkpoints as ``<dir>/global_step_<N>/actor/`` (sharded ``model_world_size_W_rank_R.pt``
+files plus ``huggingface/`` with the config and tokenizer) and records the newest complete one in
+``<dir>/latest_checkpointed_iteration.txt``. The SFT trainer writes ``<dir>/global_step_<N>/`` directly in
+Hugging Face layout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+STEP_RE = re.compile(r"^global_step_(\d+)$")
+LATEST_FILE = "latest_checkpointed_iteration.txt"
+
+
+def step_dirs(ckpt_dir: str | os.PathLike) -> dict[int, Path]:
+    """{step: folder} for every ``global_step_<N>`` folder under ``ckpt_dir``."""
+    p = Path(ckpt_dir)
+    out = {}
+    if p.is_dir():
+        for child in p.iterdir():
+            m = STEP_RE.match(child.name)
+            if m and child.is_dir():
+                out[int(m.group(1))] = child
+    return dict(sorted(out.items()))
+
+
+def latest_step(ckpt_dir: str | os.PathLike) -> int | None:
+    """The step verl resumes from (``latest_checkpointed_iteration.txt``), else the highest step folder."""
+    p = Path(ckpt_dir) / LATEST_FILE
+    if p.is_file():
+        txt = p.read_text().strip()
+        if txt.isdigit():
+            return int(txt)
+    steps = step_dirs(ckpt_dir)
+    return max(steps) if steps else None
+
+
+def merge_fsdp_actor(actor_dir: str | os.PathLike, target_dir: str | os.PathLike) -> None:
+    """Merge a sharded FSDP actor checkpoint into a Hugging Face folder with verl's own model merger."""
+    from verl.model_merger.base_model_merger import ModelMergerConfig
+    from verl.model_merger.fsdp_model_merger import FSDPModelMerger
+
+    actor_dir = os.path.abspath(actor_dir)
+    cfg = ModelMergerConfig(
+        operation="merge",
+        backend="fsdp",
+        local_dir=actor_dir,
+        hf_model_config_path=os.path.join(actor_dir, "huggingface"),
+        target_dir=str(target_dir),
+    )
+    merger = FSDPModelMerger(cfg)
+    merger.merge_and_save()
+    merger.cleanup()
