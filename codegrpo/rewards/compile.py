@@ -1,0 +1,284 @@
+"""Batch gcc engine for the SK²Decompile compile rewards.
+
+The reference compile check (``sk2decompile.md`` §2.1) writes ``f"{header}\\n\\n{solution}"`` to ``temp.c`` in a
+fresh temporary directory and runs ``gcc -c temp.c -o temp.o`` (5 s timeout); exit status 0 → 1.0, anything
+else (error, timeout, missing gcc, text that cannot be encoded) → 0.0.
+
+:class:`CompileEngine` gives the same outcomes for a whole GRPO batch, faster:
+
+* **dedupe** — identical source texts in a batch are compiled once;
+* **cache** — an LRU cache keyed by the source text (header + solution) survives across steps;
+* **parallel** — unique sources are compiled concurrently by a pool of threads, each driving its own gcc process
+  (the compiler runs in child processes, so the pool spreads over all cores without pickling anything);
+* **RAM scratch** — each worker reuses one directory under ``/dev/shm`` (falls back to the temp dir), and gcc's
+  own intermediates go there too (``TMPDIR``);
+* **mode** ``"fast"`` (default) — ``gcc -fsyntax-only temp.c`` first. A syntax failure is a ``-c`` failure, so it
+  scores 0.0 at once. A syntax success is confirmed with the exact ``gcc -c`` run whenever the text contains a
+  construct that can fail only after parsing (inline ``asm``/asm labels, ``__attribute__`` such as
+  ``alias``/``section``/``always_inline``/``error``, ``__builtin_*``, pragmas, ``[[...]]`` attributes,
+  ``#include``, non-ASCII or universal character names), or when the syntax check itself took more than
+  ``confirm_after_s`` seconds (so the 5 s limit decides the same way). ``tests/test_compile_engine.py`` checks
+  that both modes agree on the shipped data and on a mutation corpus. Mode ``"exact"`` always runs the
+  reference command.
+
+The engine is thread-safe; :func:`default_engine` returns one per process, configured from the environment
+(``CODEGRPO_COMPILE_MODE``, ``CODEGRPO_COMPILE_WORKERS``, ``CODEGRPO_COMPILE_CACHE_SIZE``,
+``CODEGRPO_COMPILE_SCRATCH``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+log = logging.getLogger(__name__)
+
+GCC = os.environ.get("CODEGRPO_GCC", "gcc")
+TIMEOUT_S = 5.0  # reference: subprocess.run(..., timeout=5)
+MODES = ("exact", "fast")
+
+# Constructs that parse fine but can still make `gcc -c` fail in the middle/back end or in the assembler
+# (checked on gcc 12: asm text and duplicate asm labels, alias/section/always_inline/error attributes, ...).
+# Deliberately broad: a false positive only costs one extra exact compile.
+_CONFIRM_RE = re.compile(rb"asm|attribute|__builtin|pragma|Pragma|\[\[|include|declspec|[\x80-\xff]|\\u|\\U")
+
+
+def render_source(header, solution) -> str:
+    """The reference file content: ``f"{header}\\n\\n{solution}"`` (a None header becomes the text ``None``)."""
+    return f"{header}\n\n{solution}"
+
+
+def gcc_version() -> str:
+    """First line of ``gcc --version`` (e.g. ``gcc (Debian 12.2.0-14+deb12u1) 12.2.0``), or '' if gcc is missing."""
+    try:
+        out = subprocess.run([GCC, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.splitlines()[0].strip() if out else ""
+
+
+def gcc_major() -> int | None:
+    try:
+        out = subprocess.run([GCC, "-dumpversion"], capture_output=True, text=True, timeout=10).stdout.strip()
+        return int(out.split(".")[0])
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def _run(argv: list[str], cwd: str, env: dict, timeout: float) -> int | None:
+    """Run one gcc command in its own process group; return its exit status, or None on timeout/start failure."""
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+    except OSError:
+        return None
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # gcc's children (cc1, as) too
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return None
+
+
+def compile_reference(header, solution, timeout: float = TIMEOUT_S) -> float:
+    """The reference procedure, literally: fresh temp dir, ``temp.c``, ``gcc -c temp.c -o temp.o``; 1.0 or 0.0.
+
+    Used as the baseline in benchmarks and as the ground truth in tests.
+    """
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "temp.c")
+            with open(path, "w") as fh:
+                fh.write(f"{header}\n\n{solution}")
+            subprocess.run(
+                [GCC, "-c", path, "-o", os.path.join(tmp, "temp.o")],
+                check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+            )
+        return 1.0
+    except Exception:
+        return 0.0
+
+
+@dataclass
+class EngineStats:
+    requested: int = 0
+    cache_hits: int = 0
+    batch_duplicates: int = 0
+    compiled: int = 0
+    syntax_runs: int = 0
+    exact_runs: int = 0
+    timeouts: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class CompileEngine:
+    """Compile many (header, solution) pairs with reference outcomes; see the module docstring."""
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        mode: str = "fast",
+        cache_size: int = 65536,
+        scratch: str | None = None,
+        timeout: float = TIMEOUT_S,
+        confirm_after_s: float = 1.0,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"compile mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self.workers = max(1, int(workers or os.cpu_count() or 1))
+        self.cache_size = max(0, int(cache_size))
+        self.timeout = float(timeout)
+        self.confirm_after_s = float(confirm_after_s)
+        base = scratch or ("/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None)
+        self._scratch_root = tempfile.mkdtemp(prefix="codegrpo-cc-", dir=base)
+        self._env = dict(os.environ, TMPDIR=self._scratch_root, LC_ALL="C")
+        self._cache: OrderedDict[bytes, float] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="codegrpo-cc")
+        self._local = threading.local()
+        self._dirs: list[str] = []
+        self.stats = EngineStats()
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        shutil.rmtree(self._scratch_root, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):  # best effort; close() is the real cleanup
+        try:
+            shutil.rmtree(self._scratch_root, ignore_errors=True)
+        except Exception:
+            pass
+
+    # -- one compile ----------------------------------------------------------------------------------
+    def _workdir(self) -> str:
+        d = getattr(self._local, "dir", None)
+        if d is None:
+            d = tempfile.mkdtemp(prefix="w", dir=self._scratch_root)
+            self._local.dir = d
+        return d
+
+    def _compile_bytes(self, data: bytes) -> float:
+        d = self._workdir()
+        src, obj = os.path.join(d, "temp.c"), os.path.join(d, "temp.o")
+        with open(src, "wb") as fh:
+            fh.write(data)
+        try:
+            if self.mode == "fast":
+                t0 = time.perf_counter()
+                rc = _run([GCC, "-fsyntax-only", "temp.c"], d, self._env, self.timeout)
+                self.stats.syntax_runs += 1
+                if rc != 0:
+                    if rc is None:
+                        self.stats.timeouts += 1
+                    return 0.0
+                if time.perf_counter() - t0 <= self.confirm_after_s and not _CONFIRM_RE.search(data):
+                    return 1.0
+            rc = _run([GCC, "-c", "temp.c", "-o", "temp.o"], d, self._env, self.timeout)
+            self.stats.exact_runs += 1
+            if rc is None:
+                self.stats.timeouts += 1
+            return 1.0 if rc == 0 else 0.0
+        finally:
+            for p in (obj,):
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+
+    # -- batches --------------------------------------------------------------------------------------
+    def compile_sources(self, sources: Sequence[str]) -> list[float]:
+        """Outcome (1.0/0.0) of compiling each full source text, in order."""
+        n = len(sources)
+        out: list[float | None] = [None] * n
+        todo: dict[bytes, list[int]] = {}
+        with self._lock:
+            self.stats.requested += n
+            for i, text in enumerate(sources):
+                try:
+                    data = text.encode("utf-8")  # the reference writes with the (UTF-8) locale encoding
+                except (UnicodeEncodeError, AttributeError):
+                    out[i] = 0.0  # e.g. a lone surrogate: the reference's write raises → 0.0
+                    continue
+                hit = self._cache.get(data)
+                if hit is not None:
+                    self._cache.move_to_end(data)
+                    self.stats.cache_hits += 1
+                    out[i] = hit
+                elif data in todo:
+                    self.stats.batch_duplicates += 1
+                    todo[data].append(i)
+                else:
+                    todo[data] = [i]
+        if todo:
+            keys = list(todo)
+            results = list(self._pool.map(self._compile_bytes, keys))
+            with self._lock:
+                self.stats.compiled += len(keys)
+                for data, res in zip(keys, results):
+                    for i in todo[data]:
+                        out[i] = res
+                    if self.cache_size:
+                        self._cache[data] = res
+                        self._cache.move_to_end(data)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return out  # type: ignore[return-value]
+
+    def compile_pairs(self, headers: Iterable, solutions: Iterable) -> list[float]:
+        """Reference compile outcome for each (header, solution) pair."""
+        return self.compile_sources([render_source(h, s) for h, s in zip(headers, solutions)])
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+_DEFAULT: CompileEngine | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def engine_from_env() -> CompileEngine:
+    env = os.environ
+    return CompileEngine(
+        workers=int(env["CODEGRPO_COMPILE_WORKERS"]) if env.get("CODEGRPO_COMPILE_WORKERS") else None,
+        mode=env.get("CODEGRPO_COMPILE_MODE", "fast") or "fast",
+        cache_size=int(env.get("CODEGRPO_COMPILE_CACHE_SIZE", "65536") or 65536),
+        scratch=env.get("CODEGRPO_COMPILE_SCRATCH") or None,
+    )
+
+
+def default_engine() -> CompileEngine:
+    """The per-process engine used by the reward scorers (created on first use from the environment)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = engine_from_env()
+    return _DEFAULT
+

@@ -1,0 +1,98 @@
+"""The reward registry: routing by data_source, batch grouping, fixed keys, clear errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import codegrpo.rewards as R
+
+
+@pytest.fixture
+def temp_sources():
+    added = []
+
+    def add(name, *args, **kwargs):
+        added.append(name)
+        added.extend(kwargs.get("aliases", ()))
+        return R.register(name, *args, **kwargs)
+
+    yield add
+    for name in added:
+        R.unregister(name)
+
+
+def test_import_stays_light():
+    code = "import sys, codegrpo.rewards as r; r.registered(); print('torch' in sys.modules, 'verl' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_builtin_keys_registered():
+    keys = R.registered()
+    for k in ("sk2decompile_structure", "sk2decompile_structure_sim", "sk2decompile_identifier", "llm4decompile_exe"):
+        assert k in keys
+    assert R.get_scorer("llm4decompile_exe") is R.get_scorer("sk2decompile_structure")
+
+
+def test_unknown_data_source_names_it_and_the_keys():
+    with pytest.raises(R.UnknownDataSourceError) as ei:
+        R.compute_score("no_such_source", "x", "y", {})
+    msg = str(ei.value)
+    assert "no_such_source" in msg and "sk2decompile_structure" in msg
+    with pytest.raises(R.UnknownDataSourceError, match="nope"):
+        R.compute_score_batch(["sk2decompile_structure_sim", "nope"], ["a", "b"], ["a", "b"], [{}, {}])
+
+
+def test_single_and_batch_route_and_keep_order(temp_sources):
+    calls = []
+
+    def batch_fn(sols, gts, infos, **kw):
+        calls.append((list(sols), kw))
+        return [{"score": float(len(s)), "n_batch": float(len(sols))} for s in sols]
+
+    temp_sources("t_len", batch_fn=batch_fn, aliases=("t_len_alias",))
+    temp_sources("t_eq", score_fn=lambda s, g, e=None, **kw: float(s == g))
+    out = R.compute_score_batch(
+        ["t_len", "t_eq", "t_len_alias", "t_eq", "t_len"],
+        ["a", "b", "ccc", "x", "dddd"],
+        ["", "b", "", "y", ""],
+        [None] * 5,
+        scale=2,
+    )
+    # one batch call for each scorer object's data_source key (alias is its own group)
+    assert [c[0] for c in calls] == [["a", "dddd"], ["ccc"]]
+    assert calls[0][1] == {"scale": 2}
+    assert [r["score"] for r in out] == [1.0, 1.0, 3.0, 0.0, 4.0]
+    # mixed batch: every sample carries the union of keys, missing components are 0.0
+    assert all(set(r) == {"score", "n_batch"} for r in out)
+    assert out[1]["n_batch"] == 0.0 and out[0]["n_batch"] == 2.0
+    # single path via batch_fn with a batch of one
+    assert R.compute_score("t_len", "abc", "", None) == {"score": 3.0, "n_batch": 1.0}
+    # numbers become {"score": float}
+    assert R.compute_score("t_eq", "q", "q") == {"score": 1.0}
+
+
+def test_key_set_must_not_change(temp_sources):
+    def fn(s, g, e=None, **kw):
+        return {"score": 1.0, "a": 1.0} if s else {"score": 0.0}
+
+    temp_sources("t_keys", score_fn=fn)
+    R.compute_score("t_keys", "x", "")
+    with pytest.raises(R.RewardError, match="t_keys"):
+        R.compute_score("t_keys", "", "")
+
+
+def test_bad_results_are_clear_errors(temp_sources):
+    temp_sources("t_nodict", score_fn=lambda *a, **k: {"value": 1})
+    with pytest.raises(R.RewardError, match="without 'score'"):
+        R.compute_score("t_nodict", "", "")
+    temp_sources("t_short", batch_fn=lambda s, g, e, **k: [])
+    with pytest.raises(R.RewardError, match="0 results for 2"):
+        R.compute_score_batch(["t_short"] * 2, ["a", "b"], ["a", "b"], [None, None])
+    with pytest.raises(ValueError, match="lengths differ"):
+        R.compute_score_batch(["t_short"], ["a", "b"], ["a"], [None])
+    with pytest.raises(ValueError):
+        R.register("t_none")
