@@ -35,17 +35,35 @@ def stage_resources(stage):
     """Resources of a stage's jobs from config['cluster'] (defaults merged with the stage's overrides).
 
     Use in a rule as ``resources: **stage_resources("sft")``. Locally these are only scheduling hints;
-    the SLURM executor maps them to sbatch flags (mem_mb, runtime, cpus_per_task, gpu, nodes).
+    the SLURM executor maps them to sbatch flags (docs/cluster.md): mem_mb -> --mem (per node),
+    runtime -> -t, cpus_per_task -> --cpus-per-task, nodes -> --nodes, partition/account/qos -> -p/-A/--qos.
+    GPUs (config value per node; none with device cpu): on one node ``gpu``(+``gpu_model``) -> --gpus=N;
+    on several nodes ``gres`` -> --gres=gpu[:model]:N, which is per node (the plugin's --gpus is a job
+    total, and its job step would ask for all of them on the first node).
     """
     cl = config["cluster"]
     out = dict(cl["default_resources"])
     out.update(cl["stages"].get(stage, {}))
-    if config["device"] == "cpu" or not out.get("gpu"):
-        out.pop("gpu", None)
-    elif cl.get("gpu_model"):
-        out["gpu_model"] = cl["gpu_model"]
-    if cl.get("partition"):
-        out["slurm_partition"] = cl["partition"]
-    if cl.get("account"):
-        out["slurm_account"] = cl["account"]
+    gpus = out.pop("gpu", 0)
+    if config["device"] == "cpu":
+        gpus = 0
+    model = cl.get("gpu_model")
+    if gpus and out.get("nodes", 1) > 1:
+        out["gres"] = f"gpu:{model}:{gpus}" if model else f"gpu:{gpus}"
+    elif gpus:
+        out["gpu"] = gpus
+        if model:
+            out["gpu_model"] = model
+    for key, flag in (
+        ("partition", "slurm_partition"),
+        ("account", "slurm_account"),
+        ("qos", "qos"),
+    ):
+        if cl.get(key):
+            out[flag] = cl[key]
+    extra = " ".join(
+        x for x in (cl.get("slurm_extra"), out.pop("slurm_extra", None)) if x
+    )
+    if extra:
+        out["slurm_extra"] = extra
     return out
