@@ -1,0 +1,206 @@
+"""Lifecycle of helper services a training job needs (the embedding server of the identifier reward).
+
+:class:`ManagedService` starts a command in its own process group, waits until an HTTP URL answers 200 (with a
+timeout; an early exit is reported with the tail of the service's log), and stops the whole process group
+(SIGTERM, then SIGKILL) when the job ends — it is a context manager and is also stopped at interpreter exit.
+
+:func:`embedding_service` builds one from the config's ``embedding`` section: on GPU nodes the configured
+``server_command`` (vLLM's OpenAI server), on CPU the project's own server (:mod:`codegrpo.embed_server`).
+Everything binds to 127.0.0.1. ``service.env`` holds the ``CODEGRPO_EMBEDDING_*`` variables that point the reward
+at it.
+
+    with embedding_service(cfg["embedding"], log_path="logs/.../embed.log") as svc:
+        os.environ.update(svc.env)
+        ...  # run verl
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import weakref
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_SERVER_COMMAND = "{python} -m codegrpo.embed_server --host {host} --port {port} --served-model-name {model}"
+
+
+class ServiceError(RuntimeError):
+    """A service did not start, did not become ready in time, or died."""
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+_LIVE: "weakref.WeakSet[ManagedService]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for svc in list(_LIVE):
+        try:
+            svc.stop()
+        except Exception:
+            pass
+
+
+class ManagedService:
+    def __init__(
+        self,
+        command: Sequence[str],
+        ready_url: str,
+        ready_timeout_s: float = 120.0,
+        env: Mapping[str, str] | None = None,
+        log_path: str | os.PathLike | None = None,
+        name: str = "service",
+        cwd: str | None = None,
+        exports: Mapping[str, str] | None = None,
+    ):
+        self.command = [str(c) for c in command]
+        self.ready_url = ready_url
+        self.ready_timeout_s = float(ready_timeout_s)
+        self.extra_env = dict(env or {})
+        self.log_path = Path(log_path) if log_path else None
+        self.name = name
+        self.cwd = cwd
+        self.env = dict(exports or {})  # variables the client side should export
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    # -- start / ready / stop -------------------------------------------------------------------------
+    def start(self) -> "ManagedService":
+        if self.proc is not None:
+            raise ServiceError(f"{self.name} already started (pid {self.proc.pid})")
+        if self.log_path:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.command, cwd=self.cwd, env={**os.environ, **self.extra_env}, stdin=subprocess.DEVNULL,
+                stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as exc:
+            raise ServiceError(f"cannot start {self.name}: {shlex.join(self.command)}: {exc}") from exc
+        _LIVE.add(self)
+        return self
+
+    def _log_tail(self, n: int = 30) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return "(no log)"
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.ready_url, timeout=2.0) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def wait_ready(self) -> "ManagedService":
+        deadline = time.monotonic() + self.ready_timeout_s
+        delay = 0.1
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.stop()
+                raise ServiceError(
+                    f"{self.name} exited with status {code} before {self.ready_url} answered; "
+                    f"command: {shlex.join(self.command)}\nlog tail:\n{self._log_tail()}"
+                )
+            if self.ready():
+                return self
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServiceError(
+                    f"{self.name} not ready at {self.ready_url} after {self.ready_timeout_s:.0f}s; "
+                    f"command: {shlex.join(self.command)}\nlog tail:\n{self._log_tail()}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    proc.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:  # children may outlive the leader: always clear the group
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        _LIVE.discard(self)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def __enter__(self) -> "ManagedService":
+        self.start()
+        return self.wait_ready()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def embedding_service(
+    section: Mapping[str, Any], log_path: str | os.PathLike | None = None, port: int | None = None
+) -> ManagedService:
+    """A :class:`ManagedService` for the config's ``embedding`` section (not started yet).
+
+    ``server_command`` is a template with ``{python}``, ``{host}``, ``{port}``, ``{model}`` (served name) and
+    ``{model_path}`` (``server_model_path``); empty → the project's CPU server. The port is ``server_port``, or a
+    free one when that is 0. ``service.env`` points the reward at the server (``CODEGRPO_EMBEDDING_*``, including
+    ``API_BASE``).
+    """
+    from codegrpo.rewards.embedding import MINILM_NAME, env_from_config
+
+    host = LOOPBACK
+    port = int(port or section.get("server_port") or 0) or free_port(host)
+    backend = section.get("backend", "openai")
+    template = section.get("server_command") or DEFAULT_SERVER_COMMAND
+    model = section.get("model") or MINILM_NAME
+    fields = {
+        "python": shlex.quote(sys.executable), "host": host, "port": port, "model": shlex.quote(model),
+        "model_path": shlex.quote(str(section.get("server_model_path") or model)),
+    }
+    try:
+        command = shlex.split(template.format(**fields))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ServiceError(f"embedding.server_command {template!r}: bad template ({exc}); "
+                           f"placeholders: {sorted(fields)}") from exc
+    api_base = f"http://{host}:{port}/v1"
+    exports = env_from_config({k: v for k, v in section.items() if k != "backend"})
+    exports.update({"CODEGRPO_EMBEDDING_BACKEND": "openai" if backend == "local" else backend,
+                    "CODEGRPO_EMBEDDING_API_BASE": api_base, "CODEGRPO_EMBEDDING_MODEL": model})
+    env = {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+    return ManagedService(
+        command, ready_url=f"{api_base}/models", ready_timeout_s=float(section.get("server_ready_timeout_s", 300)),
+        env=env, log_path=log_path, name=f"embedding server ({command[0]})", exports=exports,
+    )
