@@ -1,1 +1,162 @@
-# Stage: data. Rules, target rule `data`, and the files it registers with register_targets().
+# Stage: data. Raw JSONL -> validated, normalised, header-checked records per dataset -> verl parquet files
+# (RL and SFT, per SK2Decompile stage) and the KodCode slices for DHRCL. Target rule: `data`.
+# Library code: codegrpo/data/ (docs/data.md).
+import re
+
+DATASETS = config["datasets"]
+DATA_CFG = config["data"]
+DATASET_RE = "|".join(re.escape(name) for name in DATASETS)
+
+
+def data_sources(stage, role):
+    """Names of the configured datasets that feed `role` (rl/sft) parquet files of `stage`."""
+    return [
+        name
+        for name, ds in DATASETS.items()
+        if ds["stage"] == stage and role in ds["roles"]
+    ]
+
+
+def data_parquet_targets():
+    files = []
+    for role in ("rl", "sft"):
+        for stage in ("skeleton", "skin"):
+            if data_sources(stage, role):
+                files += [
+                    res("data", role, f"{stage}.{split}.parquet")
+                    for split in ("train", "val")
+                ]
+    return files
+
+
+rule data_ingest:
+    input:
+        lambda wc: DATASETS[wc.dataset]["path"],
+    output:
+        records=res("data", "{dataset}", "ingested.jsonl"),
+        rejects=res("data", "{dataset}", "rejects.jsonl"),
+        summary=res("data", "{dataset}", "ingest_summary.json"),
+    log:
+        logpath("data_ingest", "{dataset}.log"),
+    wildcard_constraints:
+        dataset=DATASET_RE,
+    threads: 1
+    resources:
+        **stage_resources("data"),
+    params:
+        name=lambda wc: wc.dataset,
+        dataset=lambda wc: DATASETS[wc.dataset],
+        on_bad_record=config["on_bad_record"],
+        max_line_bytes=DATA_CFG["max_line_bytes"],
+        aliases=DATA_CFG["data_source_aliases"],
+    script:
+        "../workflow_scripts/data_ingest.py"
+
+
+rule data_normalize:
+    input:
+        records=res("data", "{dataset}", "ingested.jsonl"),
+    output:
+        records=res("data", "{dataset}", "normalized.jsonl"),
+        dropped=res("data", "{dataset}", "dropped.jsonl"),
+        summary=res("data", "{dataset}", "normalize_summary.json"),
+    log:
+        logpath("data_normalize", "{dataset}.log"),
+    wildcard_constraints:
+        dataset=DATASET_RE,
+    threads: 1
+    resources:
+        **stage_resources("data"),
+    params:
+        enabled=lambda wc: DATASETS[wc.dataset]["normalize"],
+        settings=DATA_CFG["normalize"],
+    script:
+        "../workflow_scripts/data_normalize.py"
+
+
+rule data_headers:
+    input:
+        records=res("data", "{dataset}", "normalized.jsonl"),
+        ingest_summary=res("data", "{dataset}", "ingest_summary.json"),
+        normalize_summary=res("data", "{dataset}", "normalize_summary.json"),
+    output:
+        records=res("data", "{dataset}", "records.jsonl"),
+        tsv=res("data", "{dataset}", "headers.tsv"),
+        summary=res("data", "{dataset}", "summary.json"),
+    log:
+        logpath("data_headers", "{dataset}.log"),
+    wildcard_constraints:
+        dataset=DATASET_RE,
+    threads: 4
+    resources:
+        **stage_resources("data"),
+    params:
+        enabled=lambda wc: DATASETS[wc.dataset]["check_headers"],
+        settings=DATA_CFG["headers"],
+    script:
+        "../workflow_scripts/data_headers.py"
+
+
+rule data_parquet:
+    input:
+        lambda wc: [
+            res("data", name, "records.jsonl")
+            for name in data_sources(wc.stage, wc.role)
+        ],
+    output:
+        train=res("data", "{role}", "{stage}.train.parquet"),
+        val=res("data", "{role}", "{stage}.val.parquet"),
+    log:
+        logpath("data_parquet", "{role}.{stage}.log"),
+    wildcard_constraints:
+        role="rl|sft",
+        stage="skeleton|skin",
+    threads: 1
+    resources:
+        **stage_resources("data"),
+    params:
+        val_fraction=DATA_CFG["val_fraction"],
+        seed=DATA_CFG["split_seed"],
+        skeleton_sft_prompt=DATA_CFG["skeleton_sft_prompt"],
+    script:
+        "../workflow_scripts/data_parquet.py"
+
+
+rule data_kodcode:
+    input:
+        DATA_CFG["kodcode"]["paths"],
+    output:
+        train=res("data", "kodcode", "train.parquet"),
+        val=res("data", "kodcode", "val.parquet"),
+        heldout=res("data", "kodcode", "heldout.parquet"),
+        rejects=res("data", "kodcode", "rejects.jsonl"),
+        summary=res("data", "kodcode", "summary.json"),
+    log:
+        logpath("data_kodcode", "kodcode.log"),
+    threads: 1
+    resources:
+        **stage_resources("data"),
+    params:
+        val_fraction=DATA_CFG["kodcode"]["val_fraction"],
+        heldout_fraction=DATA_CFG["kodcode"]["heldout_fraction"],
+        seed=DATA_CFG["split_seed"],
+        on_bad_record=config["on_bad_record"],
+        max_line_bytes=DATA_CFG["max_line_bytes"],
+    script:
+        "../workflow_scripts/data_kodcode.py"
+
+
+DATA_TARGETS = register_targets(
+    "data",
+    [res("data", name, "summary.json") for name in DATASETS]
+    + data_parquet_targets()
+    + [
+        res("data", "kodcode", f"{split}.parquet")
+        for split in ("train", "val", "heldout")
+    ],
+)
+
+
+rule data:
+    input:
+        DATA_TARGETS,

@@ -318,3 +318,10 @@ def write_ingest_outputs(result: IngestResult, records_path, rejects_path, summa
     write_jsonl(records_path, result.records)
     write_jsonl(rejects_path, (r.to_json() for r in result.rejects))
     write_json(summary_path, result.summary)
+
+
+def ingest_to_files(name: str, ds: dict, *, records_path, rejects_path, summary_path, **kwargs) -> dict:
+    """Ingest one dataset and write its three outputs; on a bad record in error mode nothing is written."""
+    result = ingest_dataset(name, ds, **kwargs)
+    write_ingest_outputs(result, records_path, rejects_path, summary_path)
+    return result.summary

@@ -1,0 +1,23 @@
+"""Snakemake script of rule data_parquet: one stage's verl RL or SFT train/val parquet pair."""
+
+import logging
+
+from codegrpo.data.parquet import write_stage_parquets
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
+                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+try:
+    write_stage_parquets(
+        list(sm.input),
+        stage=sm.wildcards.stage,
+        role=sm.wildcards.role,
+        train_path=sm.output.train,
+        val_path=sm.output.val,
+        val_fraction=sm.params.val_fraction,
+        seed=sm.params.seed,
+        skeleton_sft_prompt=sm.params.skeleton_sft_prompt,
+    )
+except Exception:
+    logging.exception("data_parquet failed")
+    raise
