@@ -1,0 +1,145 @@
+"""CPU mode for verl 0.4.1 (``device: cpu``): what it takes to run the real SFT and GRPO loops without a GPU.
+
+verl 0.4.1 assumes CUDA in a few places. CPU mode works around each one at runtime, without touching verl's
+files, and ONLY when the pipeline runs with ``device: cpu`` (the GPU path never imports this module):
+
+1. Ray: the driver starts a local Ray with a fake GPU count (``num_gpus=n``) and a custom ``"cpu"`` resource of
+   the same size, because verl's resource pool asks for GPUs and, with ``trainer.device=cpu``, names its
+   placement-group bundles ``"cpu"`` (:func:`ray_init_kwargs`).
+2. ``verl.utils.device.get_nccl_backend`` raises on CPU: it returns ``"gloo"``, and the ``"cpu:gloo,cpu:gloo"``
+   backend string verl then builds is rewritten to ``"gloo"`` in ``torch.distributed.init_process_group``.
+3. ``torch.cpu`` lacks the ``torch.cuda`` memory/RNG helpers verl calls: harmless stubs are added.
+4. verl hard-codes ``attn_implementation="flash_attention_2"``: CPU mode asks transformers for ``sdpa``.
+5. ``BaseShardingManager`` (used by the HF rollout) lacks the ``timing`` attribute the worker reads.
+   FSDP2 offloads the reference model with a pinned-memory policy, which needs an accelerator: CPU mode
+   builds that policy without pinning.
+6. Config: FSDP2 (FSDP1 wants parameters on GPU), the HF rollout (no vLLM on CPU), tensor parallel 1, no
+   remove-padding (flash-attn kernels) (:func:`grpo_overrides`, :func:`sft_overrides`).
+
+:func:`setup` applies 2–5 in the current process; it is the Ray ``worker_process_setup_hook`` of every worker
+(:data:`WORKER_SETUP_HOOK`) and is called first by the SFT entry point in each torchrun process.
+"""
+
+from __future__ import annotations
+
+import os
+
+WORKER_SETUP_HOOK = "codegrpo.verl.cpu.setup"
+ENV_FLAG = "CODEGRPO_VERL_CPU_PATCHED"
+
+_applied = False
+
+
+def grpo_overrides() -> list[str]:
+    """verl overrides CPU mode needs for main_ppo (appended after the stage's own overrides)."""
+    return [
+        "trainer.device=cpu",
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        "actor_rollout_ref.rollout.name=hf",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.model.use_remove_padding=false",
+        "actor_rollout_ref.actor.use_torch_compile=false",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=false",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=false",
+    ]
+
+
+def sft_overrides() -> list[str]:
+    """verl overrides CPU mode needs for fsdp_sft_trainer."""
+    return [
+        "model.strategy=fsdp2",
+        "use_remove_padding=false",
+        "model.fsdp_config.cpu_offload=false",
+        "model.fsdp_config.offload_params=false",
+    ]
+
+
+def ray_init_kwargs(n_gpus: int, num_cpus: int | None = None, env_vars: dict | None = None) -> dict:
+    """``ray.init`` arguments for CPU mode: fake GPUs, the ``"cpu"`` bundle resource and the setup hook."""
+    return {
+        "num_cpus": num_cpus or max(8, 2 * n_gpus + 2),
+        "num_gpus": n_gpus,
+        "resources": {"cpu": n_gpus},
+        "runtime_env": {
+            "env_vars": {"TOKENIZERS_PARALLELISM": "false", **(env_vars or {})},
+            "worker_process_setup_hook": WORKER_SETUP_HOOK,
+        },
+    }
+
+
+def is_applied() -> bool:
+    return _applied
+
+
+def setup() -> None:
+    """Apply the CPU runtime patches in this process (idempotent)."""
+    global _applied
+    if _applied:
+        return
+    import torch
+    import torch.distributed as dist
+    import transformers
+
+    import verl.utils.device as vdev
+    from verl.workers.sharding_manager.base import BaseShardingManager
+
+    vdev.get_nccl_backend = lambda: "gloo"
+
+    orig_init = dist.init_process_group
+
+    def init_process_group(backend=None, *args, **kwargs):
+        if isinstance(backend, str) and backend.replace("cpu:gloo", "").replace("gloo", "").strip(",") == "":
+            backend = "gloo"
+        return orig_init(backend, *args, **kwargs)
+
+    init_process_group.__wrapped__ = orig_init
+    dist.init_process_group = init_process_group
+
+    stubs = {
+        "empty_cache": lambda *a, **k: None,
+        "synchronize": lambda *a, **k: None,
+        "get_device_name": lambda *a, **k: "cpu",
+        "get_rng_state": lambda *a, **k: torch.get_rng_state(),
+        "set_rng_state": lambda state, *a, **k: torch.set_rng_state(state),
+        "manual_seed": lambda seed, *a, **k: torch.manual_seed(seed),
+        "max_memory_allocated": lambda *a, **k: 0,
+        "max_memory_reserved": lambda *a, **k: 0,
+        "memory_allocated": lambda *a, **k: 0,
+        "memory_reserved": lambda *a, **k: 0,
+        "reset_peak_memory_stats": lambda *a, **k: None,
+        "mem_get_info": lambda *a, **k: (8 << 30, 16 << 30),
+    }
+    for name, fn in stubs.items():
+        if not hasattr(torch.cpu, name):
+            setattr(torch.cpu, name, fn)
+
+    def _sdpa(orig):
+        def from_pretrained(cls, *args, **kwargs):
+            if kwargs.get("attn_implementation") == "flash_attention_2":
+                kwargs["attn_implementation"] = "sdpa"
+            return orig(cls, *args, **kwargs)
+
+        return classmethod(from_pretrained)
+
+    for auto_cls in (transformers.AutoConfig, transformers.AutoModelForCausalLM,
+                     transformers.AutoModelForTokenClassification):
+        auto_cls.from_pretrained = _sdpa(auto_cls.from_pretrained.__func__)
+
+    if not hasattr(BaseShardingManager, "timing"):
+        BaseShardingManager.timing = {}
+
+    # FSDP2 always offloads the reference model with CPUOffloadPolicy(pin_memory=True); pinning needs an
+    # accelerator, and on CPU the parameters already live in host memory
+    import verl.workers.fsdp_workers as fsdp_workers
+
+    policy_cls = fsdp_workers.CPUOffloadPolicy
+    if policy_cls is not None and not getattr(policy_cls, "_codegrpo_cpu", False):
+        def cpu_offload_policy(*args, pin_memory=True, **kwargs):
+            return policy_cls(*args, pin_memory=False, **kwargs)
+
+        cpu_offload_policy._codegrpo_cpu = True
+        fsdp_workers.CPUOffloadPolicy = cpu_offload_policy
+
+    os.environ[ENV_FLAG] = "1"
+    _applied = True

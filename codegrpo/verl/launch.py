@@ -1,0 +1,283 @@
+"""Pipeline config → verl launches (SFT with ``fsdp_sft_trainer``, GRPO with ``main_ppo``), validated by Hydra.
+
+Each stage's section of the pipeline config (``sft``, ``skeleton_rl``, ``skin_rl``) holds the knobs users tune;
+this module maps them to verl 0.4.1 override strings and layers them over the project Hydra configs in
+``codegrpo/verl/config`` (which themselves extend verl's ``ppo_trainer.yaml`` / ``sft_trainer.yaml``). Every
+launch is composed with Hydra before it runs (:meth:`Launch.validate`), so a misspelled key fails at once with
+Hydra's message instead of minutes into a cluster job.
+
+Command lines:
+
+* SFT: ``torchrun --nnodes=N --nproc_per_node=G -m codegrpo.verl.sft_main <overrides>``
+* GRPO: ``python -m codegrpo.verl.trainer <overrides>`` (the project driver: Ray + project TaskRunner)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+PROJECT_CONFIG_DIR = Path(__file__).resolve().parent / "config"
+REWARD_ENTRY = Path(__file__).resolve().parent / "reward_entry.py"
+RL_STAGES = ("skeleton_rl", "skin_rl")
+SFT_RUNS = ("skeleton", "skin")
+
+
+class LaunchConfigError(ValueError):
+    """A generated command line does not compose against verl's config (the message names the override)."""
+
+
+def verl_config_dir() -> Path:
+    """verl's own Hydra config folder, located without importing verl."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("verl is not installed")
+    return Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+
+
+_SAFE = re.compile(r"^[A-Za-z0-9_./:@+\-~]+$")
+
+
+def fmt(value: Any) -> str:
+    """A Python value as a Hydra override value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(fmt(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{fmt(v)}" for k, v in value.items()) + "}"
+    s = str(value)
+    if _SAFE.match(s) and s not in ("null", "true", "false"):
+        return s
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def compose(config_name: str, overrides: Sequence[str], config_dir: str | os.PathLike = PROJECT_CONFIG_DIR):
+    """Compose ``config_name`` with ``overrides`` exactly as the entry point will; resolve interpolations.
+
+    Raises :class:`LaunchConfigError` naming the offending override when Hydra or OmegaConf rejects it.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base=None):
+            cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
+        OmegaConf.resolve(cfg)
+    except (HydraException, OmegaConfBaseException) as exc:
+        cause = exc.__cause__
+        detail = " ".join(f"{exc} {cause or ''}".split())
+        raise LaunchConfigError(f"{config_name}: verl config rejected the command line: {detail}") from exc
+    return cfg
+
+
+@dataclasses.dataclass
+class Launch:
+    """One training launch: the command, its environment additions and the Hydra config it composes."""
+
+    kind: str  # "sft" | "grpo"
+    run: str
+    config_name: str
+    overrides: list[str]
+    argv_prefix: list[str]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.argv_prefix, *self.overrides]
+
+    def command(self) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+    def validate(self):
+        """Compose the launch's config (no training, no verl import beyond Hydra's search path)."""
+        return compose(self.config_name, self.overrides)
+
+    def run_process(self, log_file: str | os.PathLike, cwd: str | os.PathLike | None = None) -> int:
+        """Validate, then run the command with stdout/stderr appended to ``log_file``; return its exit code."""
+        self.validate()
+        env = {**os.environ, **self.env}
+        log_file = Path(log_file)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "a", encoding="utf-8") as fh:
+            fh.write(f"\n# {time.strftime('%Y-%m-%dT%H:%M:%S')} launch {self.run}\n# {self.command()}\n")
+            fh.flush()
+            proc = subprocess.run(self.argv, env=env, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT)
+        return proc.returncode
+
+
+# ----------------------------------------------------------------------------------------------------------
+# building the overrides
+
+
+def _common_env(device: str) -> dict[str, str]:
+    env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    if device == "cpu":
+        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    return env
+
+
+def sft_launch(
+    cfg: dict,
+    which: str,
+    *,
+    train_files: Sequence[str] | str,
+    val_files: Sequence[str] | str,
+    model_path: str,
+    run_dir: str | os.PathLike,
+) -> Launch:
+    """The SFT launch of run ``sft_<which>`` (which = skeleton | skin) from the pipeline config."""
+    if which not in SFT_RUNS:
+        raise ValueError(f"unknown SFT run {which!r}; expected one of {SFT_RUNS}")
+    s = cfg["sft"]
+    device = cfg["device"]
+    run = f"sft_{which}"
+    run_dir = Path(run_dir).resolve()
+    n_gpus = 1 if device == "cpu" else s["n_gpus_per_node"]
+    nnodes = 1 if device == "cpu" else s["nnodes"]
+    ov = {
+        "data.train_files": _files(train_files),
+        "data.val_files": _files(val_files),
+        "data.train_batch_size": s["train_batch_size"],
+        "data.micro_batch_size_per_gpu": s["micro_batch_size_per_gpu"],
+        "data.max_length": s["max_length"],
+        "data.truncation": s["truncation"],
+        "model.partial_pretrain": model_path,
+        "model.enable_gradient_checkpointing": s["gradient_checkpointing"],
+        "model.fsdp_config.cpu_offload": s["offload"],
+        "model.fsdp_config.offload_params": s["offload"],
+        "optim.lr": s["lr"],
+        "optim.lr_scheduler": s["lr_scheduler"],
+        "optim.warmup_steps_ratio": s["warmup_steps_ratio"],
+        "optim.weight_decay": s["weight_decay"],
+        "trainer.default_local_dir": str(run_dir / "checkpoints"),
+        "trainer.project_name": s["project_name"],
+        "trainer.experiment_name": run,
+        "trainer.total_epochs": s["total_epochs"],
+        "trainer.total_training_steps": s["total_training_steps"],
+        "trainer.save_freq": s["save_freq"],
+        "trainer.test_freq": s["test_freq"],
+        "trainer.logger": s["logger"],
+        "trainer.seed": cfg.get("seed", 0),
+        "trainer.nnodes": nnodes,
+        "trainer.n_gpus_per_node": n_gpus,
+        "codegrpo.device": device,
+        "codegrpo.run_dir": str(run_dir),
+        "codegrpo.metrics_file": str(run_dir / "metrics.jsonl"),
+    }
+    overrides = [f"{k}={fmt(v)}" for k, v in ov.items()] + list(s.get("overrides") or [])
+    if device == "cpu":
+        from codegrpo.verl import cpu
+
+        overrides += cpu.sft_overrides()
+    prefix = [sys.executable, "-m", "torch.distributed.run"]
+    if nnodes == 1:
+        prefix += ["--standalone", "--nnodes=1"]
+    else:  # multi-node: the job script exports MASTER_ADDR/MASTER_PORT and NODE_RANK on every node
+        prefix += [f"--nnodes={nnodes}", "--rdzv_backend=c10d", "--rdzv_endpoint=${MASTER_ADDR}:${MASTER_PORT}"]
+    prefix += [f"--nproc_per_node={n_gpus}", "-m", "codegrpo.verl.sft_main"]
+    return Launch("sft", run, "sft", overrides, prefix, _common_env(device))
+
+
+def grpo_launch(
+    cfg: dict,
+    stage: str,
+    *,
+    train_files: Sequence[str] | str,
+    val_files: Sequence[str] | str,
+    model_path: str,
+    run_dir: str | os.PathLike,
+    extra_overrides: Sequence[str] = (),
+    reward_path: str | os.PathLike | None = None,
+) -> Launch:
+    """The GRPO launch of an RL stage (skeleton_rl | skin_rl) from the pipeline config."""
+    if stage not in RL_STAGES:
+        raise ValueError(f"unknown RL stage {stage!r}; expected one of {RL_STAGES}")
+    s = cfg[stage]
+    device = cfg["device"]
+    run_dir = Path(run_dir).resolve()
+    n_gpus = 1 if device == "cpu" else s["n_gpus_per_node"]
+    nnodes = 1 if device == "cpu" else s["nnodes"]
+    reward = s["reward"]
+    ar = "actor_rollout_ref"
+    ov = {
+        "data.train_files": _files(train_files),
+        "data.val_files": _files(val_files),
+        "data.train_batch_size": s["train_batch_size"],
+        "data.max_prompt_length": s["max_prompt_length"],
+        "data.max_response_length": s["max_response_length"],
+        "data.filter_overlong_prompts": s["filter_overlong_prompts"],
+        "data.truncation": "error",
+        f"{ar}.model.path": model_path,
+        f"{ar}.model.use_remove_padding": s["use_remove_padding"] and device != "cpu",
+        f"{ar}.model.enable_gradient_checkpointing": s["gradient_checkpointing"],
+        f"{ar}.actor.optim.lr": s["lr"],
+        f"{ar}.actor.ppo_mini_batch_size": s["ppo_mini_batch_size"],
+        f"{ar}.actor.ppo_micro_batch_size_per_gpu": s["ppo_micro_batch_size_per_gpu"],
+        f"{ar}.actor.ppo_epochs": s["ppo_epochs"],
+        f"{ar}.actor.use_kl_loss": s["kl_coef"] > 0,
+        f"{ar}.actor.kl_loss_coef": s["kl_coef"],
+        f"{ar}.actor.kl_loss_type": s["kl_loss_type"],
+        f"{ar}.actor.entropy_coeff": s["entropy_coeff"],
+        f"{ar}.actor.fsdp_config.param_offload": s["param_offload"],
+        f"{ar}.actor.fsdp_config.optimizer_offload": s["optimizer_offload"],
+        f"{ar}.ref.fsdp_config.param_offload": s["ref_param_offload"],
+        f"{ar}.ref.log_prob_micro_batch_size_per_gpu": s["ref_log_prob_micro_batch_size_per_gpu"],
+        f"{ar}.rollout.name": s["rollout_name"],
+        f"{ar}.rollout.n": s["n"],
+        f"{ar}.rollout.temperature": s["temperature"],
+        f"{ar}.rollout.tensor_model_parallel_size": s["tensor_model_parallel_size"],
+        f"{ar}.rollout.gpu_memory_utilization": s["gpu_memory_utilization"],
+        f"{ar}.rollout.log_prob_micro_batch_size_per_gpu": s["rollout_log_prob_micro_batch_size_per_gpu"],
+        "custom_reward_function.path": str(Path(reward_path or REWARD_ENTRY).resolve()),
+        "custom_reward_function.name": reward["function"],
+        "reward_model.reward_manager": reward["manager"],
+        "trainer.project_name": s["project_name"],
+        "trainer.experiment_name": stage,
+        "trainer.logger": s["logger"],
+        "trainer.nnodes": nnodes,
+        "trainer.n_gpus_per_node": n_gpus,
+        "trainer.total_epochs": s["total_epochs"],
+        "trainer.total_training_steps": s["total_training_steps"],
+        "trainer.save_freq": s["save_freq"],
+        "trainer.test_freq": s["test_freq"],
+        "trainer.val_before_train": s["val_before_train"],
+        "trainer.default_local_dir": str(run_dir / "checkpoints"),
+        "trainer.resume_mode": "auto",
+        "trainer.max_actor_ckpt_to_keep": s["max_checkpoints_to_keep"],
+        "++data.seed": cfg.get("seed", 0),
+        "codegrpo.device": device,
+        "codegrpo.run_dir": str(run_dir),
+        "codegrpo.metrics_file": str(run_dir / "metrics.jsonl"),
+    }
+    overrides = [f"{k}={fmt(v)}" for k, v in ov.items()]
+    if device == "cpu":
+        from codegrpo.verl import cpu
+
+        overrides += cpu.grpo_overrides()
+    overrides += list(extra_overrides) + list(s.get("overrides") or [])
+    prefix = [sys.executable, "-m", "codegrpo.verl.trainer"]
+    return Launch("grpo", stage, "grpo", overrides, prefix, _common_env(device))
+
+
+def _files(files: Sequence[str] | str):
+    if isinstance(files, (str, os.PathLike)):
+        return str(Path(files).resolve())
+    files = [str(Path(f).resolve()) for f in files]
+    return files[0] if len(files) == 1 else files

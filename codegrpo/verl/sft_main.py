@@ -1,0 +1,78 @@
+"""SFT entry point (one process per rank under torchrun): verl's ``fsdp_sft_trainer`` with the project layer.
+
+``torchrun ... -m codegrpo.verl.sft_main <overrides>`` composes ``codegrpo/verl/config/sft.yaml`` (verl's
+``sft_trainer.yaml`` plus the ``codegrpo`` section) with the overrides, then:
+
+* applies :mod:`codegrpo.verl.cpu` when ``codegrpo.device=cpu``;
+* resumes: verl 0.4.1's SFT trainer saves weights only (``global_step_<N>/`` in Hugging Face layout) and always
+  starts at step 0, so when a checkpoint exists the run restarts from the newest one's weights, trains the
+  remaining steps and keeps counting steps from N (optimizer and LR schedule start afresh);
+* logs every step to ``codegrpo.metrics_file`` through :func:`codegrpo.verl.metrics.tracking_class`;
+* calls verl's ``run_sft``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def latest_sft_checkpoint(ckpt_dir) -> tuple[int, Path] | None:
+    from codegrpo.models import _has_tokenizer, is_hf_dir
+    from codegrpo.verl.checkpoints import step_dirs
+
+    for step, path in sorted(step_dirs(ckpt_dir).items(), reverse=True):
+        if is_hf_dir(path) and _has_tokenizer(path):
+            return step, path
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    from omegaconf import open_dict
+
+    from codegrpo.verl.launch import compose
+
+    cfg = compose("sft", sys.argv[1:] if argv is None else argv)
+    if cfg.codegrpo.device == "cpu":
+        from codegrpo.verl import cpu
+
+        cpu.setup()
+
+    import verl.trainer.fsdp_sft_trainer as sft
+
+    from codegrpo.verl.metrics import tracking_class
+
+    offset = 0
+    if cfg.codegrpo.resume:
+        found = latest_sft_checkpoint(cfg.trainer.default_local_dir)
+        if found:
+            offset, path = found
+            print(f"[codegrpo] resuming SFT from {path} (step {offset})", flush=True)
+            with open_dict(cfg):
+                cfg.model.partial_pretrain = str(path)
+
+    class ProjectSFTTrainer(sft.FSDPSFTTrainer):
+        """Counts steps from the resumed checkpoint's step and stops at the configured total."""
+
+        def fit(self):
+            total = len(self.train_dataloader) * self.config.trainer.total_epochs
+            if self.config.trainer.total_training_steps is not None:
+                total = self.config.trainer.total_training_steps
+            if offset >= total:
+                print(f"[codegrpo] SFT already at step {offset} of {total}; nothing to train", flush=True)
+                return
+            with open_dict(self.config):
+                self.config.trainer.total_training_steps = total - offset
+            return super().fit()
+
+        def save_checkpoint(self, step):
+            return super().save_checkpoint(step + offset)
+
+    # run_sft looks both names up in its module at call time
+    sft.FSDPSFTTrainer = ProjectSFTTrainer
+    sft.Tracking = tracking_class(cfg.codegrpo.metrics_file, step_offset=offset)
+    sft.run_sft(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The project GRPO driver, TaskRunner and RayPPOTrainer subclass (verl 0.4.1), with the plug-in hook.
+
+``python -m codegrpo.verl.trainer <overrides>`` composes ``codegrpo/verl/config/grpo.yaml`` (verl's
+``ppo_trainer.yaml`` + the ``codegrpo`` section), starts Ray (CPU mode: fake GPUs and the CPU patches as the
+worker setup hook), and runs :class:`ProjectTaskRunner`, i.e. verl's own ``TaskRunner.run`` with the trainer
+class swapped for :class:`ProjectTrainer`.
+
+Plug-in hook (the contract other stages build on; see docs/training.md):
+
+* ``codegrpo.plugins``: modules imported in the driver (TaskRunner) process before the trainer is built, e.g.
+  to register an advantage estimator or create a shared Ray actor. Worker-side code (policy losses) is imported
+  in the workers by verl's own ``actor_rollout_ref.model.external_lib``.
+* ``codegrpo.validate_callbacks``: ``"pkg.mod:fn"``, called as ``fn(trainer, metrics)`` after every validation
+  with verl's validation metrics dict; a returned dict replaces it (e.g. adds ``curriculum/stage``).
+* ``codegrpo.step_callbacks``: ``"pkg.mod:fn"``, called as ``fn(trainer, step, metrics)`` once per logged
+  step (step 0 is the validation before training) before the metrics reach the loggers; a returned dict
+  replaces them.
+* State that must survive a resume is the plug-in's to save: ``trainer.global_steps`` and
+  ``trainer.config.trainer.default_local_dir`` identify the checkpoint being written; callbacks run in the
+  TaskRunner process, which lives for the whole run.
+
+Per-step metrics: every logged step goes to ``codegrpo.metrics_file`` (see :mod:`codegrpo.verl.metrics`), with
+the training rewards' components added as ``reward/<key>/mean`` (verl 0.4.1 logs them only for validation).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections import defaultdict
+
+import ray
+
+import verl.trainer.main_ppo as main_ppo
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+from codegrpo.verl.metrics import tracking_class
+
+
+def resolve_callable(spec: str):
+    """``"pkg.mod:fn"`` or ``"pkg.mod.fn"`` → the function (clear error when it does not exist)."""
+    mod_name, sep, attr = spec.partition(":")
+    if not sep:
+        mod_name, _, attr = spec.rpartition(".")
+    if not mod_name or not attr:
+        raise ValueError(f"callback {spec!r}: expected 'package.module:function'")
+    try:
+        fn = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"callback {spec!r} cannot be loaded: {exc}") from exc
+    if not callable(fn):
+        raise ValueError(f"callback {spec!r} is not callable")
+    return fn
+
+
+class _RewardRecorder:
+    """Wraps verl's reward manager to keep the mean of every reward component of the current training step."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.pending: dict[str, list[float]] = defaultdict(list)
+
+    def __call__(self, data, return_dict: bool = False):
+        out = self.inner(data, return_dict=True)
+        for key, values in (out.get("reward_extra_info") or {}).items():
+            for v in values:
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    self.pending[key].append(float(v))
+                elif isinstance(v, bool):
+                    self.pending[key].append(float(v))
+        return out if return_dict else out["reward_tensor"]
+
+    def pop_metrics(self) -> dict[str, float]:
+        out = {f"reward/{k}/mean": sum(v) / len(v) for k, v in self.pending.items() if v}
+        self.pending.clear()
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class ProjectTrainer(RayPPOTrainer):
+    """verl's RayPPOTrainer plus callbacks, reward-component metrics and the metrics file."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        pc = self.config.get("codegrpo", {}) or {}
+        self.validate_callbacks = [resolve_callable(s) for s in pc.get("validate_callbacks", []) or []]
+        self.step_callbacks = [resolve_callable(s) for s in pc.get("step_callbacks", []) or []]
+        self.metrics_file = pc.get("metrics_file")
+        if self.reward_fn is not None:
+            self.reward_fn = _RewardRecorder(self.reward_fn)
+
+    def _validate(self):
+        metrics = super()._validate()
+        for cb in self.validate_callbacks:
+            out = cb(self, metrics)
+            if isinstance(out, dict):
+                metrics = out
+        return metrics
+
+    def _before_log(self, step: int, data: dict) -> dict:
+        if isinstance(self.reward_fn, _RewardRecorder):
+            data.update(self.reward_fn.pop_metrics())
+        for cb in self.step_callbacks:
+            out = cb(self, step, data)
+            if isinstance(out, dict):
+                data = out
+        return data
+
+    def fit(self):
+        # fit() builds its logger with `from verl.utils.tracking import Tracking`: offer the project subclass
+        import verl.utils.tracking as tracking
+
+        original = tracking.Tracking
+        tracking.Tracking = tracking_class(self.metrics_file, before_log=self._before_log)
+        try:
+            return super().fit()
+        finally:
+            tracking.Tracking = original
+
+
+@ray.remote(num_cpus=1)
+class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
+    """verl's TaskRunner with :class:`ProjectTrainer` and the configured driver plug-ins."""
+
+    def run(self, config):
+        for mod in config.get("codegrpo", {}).get("plugins", []) or []:
+            importlib.import_module(mod)
+        # TaskRunner.run looks RayPPOTrainer up in the globals of its own function object
+        super().run.__func__.__globals__["RayPPOTrainer"] = ProjectTrainer
+        return super().run(config)
+
+
+def ray_init_kwargs(cfg) -> dict:
+    """How the driver starts (or joins) Ray for this config."""
+    env_vars = {k: os.environ[k] for k in ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                                           "PYTHONPATH", "CODEGRPO_EMBEDDING_URL") if k in os.environ}
+    env_vars.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if cfg.codegrpo.device == "cpu":
+        from codegrpo.verl import cpu
+
+        n = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
+        return cpu.ray_init_kwargs(n, cfg.codegrpo.get("ray_num_cpus"), env_vars)
+    kwargs = {"runtime_env": {"env_vars": {"NCCL_DEBUG": "WARN", "VLLM_LOGGING_LEVEL": "WARN", **env_vars}}}
+    if os.environ.get("RAY_ADDRESS"):  # multi-node: join the cluster the job script started
+        kwargs["address"] = os.environ["RAY_ADDRESS"]
+    elif cfg.codegrpo.get("ray_num_cpus") or cfg.ray_init.get("num_cpus"):
+        kwargs["num_cpus"] = cfg.codegrpo.get("ray_num_cpus") or cfg.ray_init.num_cpus
+    return kwargs
+
+
+def main(argv: list[str] | None = None) -> None:
+    from codegrpo.verl.launch import compose
+
+    cfg = compose("grpo", sys.argv[1:] if argv is None else argv)
+    started = False
+    if not ray.is_initialized():
+        ray.init(**ray_init_kwargs(cfg))
+        started = True
+    try:
+        ray.get(ProjectTaskRunner.remote().run.remote(cfg))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
