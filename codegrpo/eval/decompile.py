@@ -1,0 +1,455 @@
+"""SK²Decompile evaluation: two-phase inference, re-executability, identifier quality.
+
+Re-executability follows the legacy LLM4Decompile harness used for HumanEval-Decompile:
+every line containing ``#include`` is collected from the task's gold function and from its test (and
+removed from them); the decompiled function is compiled alone after those includes (``gcc -S``: the
+"compilable" flag), then ``includes + decompiled + test`` is compiled with ``gcc -O0 ... -lm`` and run
+in the sandbox with a time limit. A task passes iff the program exits with status 0 (the test is a
+``main`` with C ``assert``s). Rates are passed / tasks per optimisation level, and their mean.
+
+Inference is two-phase: the skeleton (structure-recovery) model turns normalised pseudo-code into the IR,
+the skin (identifier-naming) model turns the IR into C. Prompts are exactly the reference's (spec §1.1);
+decoding is greedy. After each phase the function name is restored as the reference does (see
+``restore_function_name``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+LEVELS = ("O0", "O1", "O2", "O3")
+SKELETON_PROMPT = "# This is the assembly code:\n{code}\n# What is the source code?\n"
+SKIN_PROMPT = "# This is the normalized code:\n{code}\n# What is the source code?\n"
+HE_FIELDS = ("task_id", "type", "c_func", "c_test", "input_asm_prompt")
+
+
+class EvalDataError(ValueError):
+    """A benchmark file is malformed; the message names the file, the entry and the field."""
+
+
+@dataclass(frozen=True)
+class DecompileTask:
+    task_id: int
+    opt: str
+    c_func: str
+    c_test: str
+    pseudo: str  # the file's input_asm_prompt (Ghidra pseudo-code, or objdump asm for the -obj file)
+    func_name: str = "func0"
+
+    @property
+    def key(self) -> str:
+        return f"{self.task_id}_{self.opt}"
+
+
+def load_humaneval_decompile(path: str | os.PathLike, levels: Sequence[str] = LEVELS,
+                             tasks_per_level: int | None = None) -> list[DecompileTask]:
+    """Read a HumanEval-Decompile JSON file (a list of objects with ``HE_FIELDS``).
+
+    ``tasks_per_level`` keeps the first N task ids of each level (the CPU default evaluates a subset).
+    """
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise EvalDataError(f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
+    if not isinstance(data, list):
+        raise EvalDataError(f"{path}: expected a JSON list of tasks, got {type(data).__name__}")
+    tasks: list[DecompileTask] = []
+    for i, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise EvalDataError(f"{path}: entry {i}: expected an object, got {type(row).__name__}")
+        for field in HE_FIELDS:
+            if field not in row:
+                raise EvalDataError(f"{path}: entry {i}: missing field {field!r}")
+        for field in ("type", "c_func", "c_test", "input_asm_prompt"):
+            if not isinstance(row[field], str):
+                raise EvalDataError(f"{path}: entry {i}: field {field!r} must be a string")
+        if row["type"] not in LEVELS:
+            raise EvalDataError(f"{path}: entry {i}: field 'type' is {row['type']!r}, expected one of {LEVELS}")
+        try:
+            task_id = int(row["task_id"])
+        except (TypeError, ValueError) as exc:
+            raise EvalDataError(f"{path}: entry {i}: field 'task_id' is not an integer: {row['task_id']!r}") from exc
+        if row["type"] in levels:
+            tasks.append(DecompileTask(task_id, row["type"], row["c_func"], row["c_test"], row["input_asm_prompt"]))
+    if tasks_per_level is not None:
+        keep: list[DecompileTask] = []
+        for level in levels:
+            ids = sorted({t.task_id for t in tasks if t.opt == level})[:tasks_per_level]
+            keep.extend(t for t in tasks if t.opt == level and t.task_id in set(ids))
+        tasks = keep
+    return tasks
+
+
+# --------------------------------------------------------------------------------------------------------
+# Program assembly (legacy harness) and function-name restoration (reference inference script)
+
+
+def split_includes(*texts: str) -> tuple[list[str], list[str]]:
+    """Collect every line containing ``#include`` from the texts; return (unique include lines, texts without them)."""
+    includes: list[str] = []
+    stripped: list[str] = []
+    for text in texts:
+        kept = []
+        for line in text.split("\n"):
+            if "#include" in line:
+                if line.strip() not in includes:
+                    includes.append(line.strip())
+            else:
+                kept.append(line)
+        stripped.append("\n".join(kept))
+    return includes, stripped
+
+
+def build_programs(decompiled: str, c_func: str, c_test: str) -> tuple[str, str]:
+    """Return (function-only translation unit, full test program) as the legacy harness assembles them."""
+    includes, (_, test_body) = split_includes(c_func, c_test)
+    head = "\n".join(includes)
+    only_func = f"{head}\n{decompiled}\n"
+    full = f"{head}\n{decompiled}\n{test_body}\n"
+    return only_func, full
+
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def restore_function_name(text: str, func_name: str) -> str:
+    """The reference's name restoration: the token before the first ``(`` is the generated function name.
+
+    Take the text before the first ``(``, split it on single spaces, take the last token and strip a
+    leading ``**`` or ``*``; replace every occurrence of that substring in the text by ``func_name``
+    (a plain substring replace, as the reference does: it can also rewrite identifiers that contain it).
+    Guard added here: nothing is replaced when the extracted token is not an identifier (e.g. an empty
+    output or a text without ``(``), where a plain replace of an empty string would corrupt the text.
+    """
+    if "(" not in text:
+        return text
+    name = text.split("(", 1)[0].split(" ")[-1]
+    if name.startswith("**"):
+        name = name[2:]
+    elif name.startswith("*"):
+        name = name[1:]
+    name = name.strip()
+    if not _NAME_RE.match(name) or name == func_name:
+        return text
+    return text.replace(name, func_name)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Compile and run (sandbox)
+
+
+@dataclass
+class ExecOutcome:
+    compiled: bool  # the function alone compiles (gcc -S)
+    passed: bool  # the full program compiles and its test exits 0
+    stage: str  # "ok", "compile_func", "compile_full", "timeout", "runtime"
+    detail: str = ""
+
+
+def check_program(only_func: str, full: str, sandbox, timeout: float = 10.0,
+                  compile_timeout: float = 30.0) -> ExecOutcome:
+    """Compile the function alone (``gcc -S``), then compile the test program and run it, all in the sandbox."""
+    res = sandbox.compile_c(only_func, timeout_s=compile_timeout, flags=("-S",), libs=())
+    compiled = res.ok
+    res = sandbox.compile_c(full, timeout_s=compile_timeout, flags=("-O0",), libs=("-lm",))
+    if not res.ok:
+        return ExecOutcome(compiled, False, "compile_full", (res.result.stderr or "")[-400:])
+    run = sandbox.run_binary(res.binary, timeout_s=timeout)
+    if run.timed_out:
+        return ExecOutcome(compiled, False, "timeout", "")
+    if run.returncode != 0:
+        how = f"signal {run.signal}" if run.returncode is None else f"exit {run.returncode}"
+        return ExecOutcome(compiled, False, "runtime", f"{how}: {(run.stderr or '')[-300:]}")
+    return ExecOutcome(compiled, True, "ok", "")
+
+
+def make_sandbox(workers: int = 1, limits: Mapping | None = None):
+    """A pool of ``workers`` sandbox supervisors (codegrpo.execution) with the given limits."""
+    from codegrpo.execution import Sandbox, SandboxLimits
+
+    return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, workers))
+
+
+def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], *, workers: int = 1,
+                    timeout: float = 10.0, restore_names: bool = True, sandbox_limits: Mapping | None = None,
+                    desc: str = "re-executability") -> dict:
+    """Score ``outputs`` (task key -> decompiled C; a missing key scores as an empty output).
+
+    Identical programs are compiled and run once. Returns per-level and average rates plus per-task records.
+    """
+    from tqdm import tqdm
+
+    t0 = time.time()
+    jobs: dict[str, tuple[str, str]] = {}
+    task_prog: list[tuple[DecompileTask, str, str]] = []
+    for task in tasks:
+        text = outputs.get(task.key, "")
+        if restore_names:
+            text = restore_function_name(text, task.func_name)
+        only_func, full = build_programs(text, task.c_func, task.c_test)
+        digest = hashlib.sha256((only_func + "\0" + full).encode()).hexdigest()
+        jobs.setdefault(digest, (only_func, full))
+        task_prog.append((task, digest, text))
+    results: dict[str, ExecOutcome] = {}
+    with make_sandbox(workers, sandbox_limits) as sandbox, cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futs = {pool.submit(check_program, of, fu, sandbox, timeout): d for d, (of, fu) in jobs.items()}
+        for fut in tqdm(cf.as_completed(futs), total=len(futs), desc=desc, unit="prog"):
+            results[futs[fut]] = fut.result()
+    records = []
+    for task, digest, text in task_prog:
+        o = results[digest]
+        records.append({"task_id": task.task_id, "opt": task.opt, "compiled": o.compiled, "passed": o.passed,
+                        "stage": o.stage, "detail": o.detail, "output": text})
+    summary = summarize_records(records)
+    log.info("%s: %d tasks (%d distinct programs), re-executability avg %.2f%%, compilable avg %.2f%%, %.1f s",
+             desc, len(records), len(jobs), summary["reexec_avg"], summary["compile_avg"], time.time() - t0)
+    summary["records"] = records
+    return summary
+
+
+def summarize_records(records: Iterable[Mapping]) -> dict:
+    """Per-level re-executability and compilability (in %), their means over the levels present."""
+    by_level: dict[str, list[Mapping]] = {}
+    for r in records:
+        by_level.setdefault(r["opt"], []).append(r)
+    levels = [lv for lv in LEVELS if lv in by_level]
+    reexec = {lv: 100.0 * sum(r["passed"] for r in by_level[lv]) / len(by_level[lv]) for lv in levels}
+    comp = {lv: 100.0 * sum(r["compiled"] for r in by_level[lv]) / len(by_level[lv]) for lv in levels}
+    counts = {lv: len(by_level[lv]) for lv in levels}
+    avg = (lambda d: sum(d.values()) / len(d) if d else 0.0)
+    return {"levels": levels, "tasks_per_level": counts, "reexec": reexec, "reexec_avg": avg(reexec),
+            "compile": comp, "compile_avg": avg(comp)}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Inputs and two-phase inference
+
+
+DEFAULT_STYLE = "{BasedOnStyle: Google, DerivePointerAlignment: true}"
+
+
+def make_normalizer(style: str = DEFAULT_STYLE, timeout: float = 10.0,
+                    clang_format: str | None = None) -> Callable[[str], str]:
+    """The skeleton model's input: pseudo-code through the project's pseudo-code normaliser.
+
+    Deviation from the reference (documented in docs/evaluation.md): the reference feeds IDA pseudo-code
+    normalised by its own script; only Ghidra pseudo-code ships with HumanEval-Decompile here. Evaluation
+    keeps every task: the normaliser's length filter is off, and a function clang-format rejects is given
+    with comments, hex literals and keywords normalised but unformatted (counted in the result file).
+    """
+    from codegrpo.data import normalize
+
+    exe = normalize.find_clang_format(clang_format)
+
+    def run(pseudo: str) -> str:
+        norm, _reason = normalize.normalize_pseudo(pseudo, exe=exe, timeout=timeout, min_lines=-1,
+                                                   max_lines=10**9, style=style)
+        if norm is None:
+            return normalize.drop_blank_lines(normalize.pre_format(pseudo))
+        return norm
+
+    return run
+
+
+def skeleton_prompt(normalized_pseudo: str) -> str:
+    return SKELETON_PROMPT.format(code=normalized_pseudo.strip())
+
+
+def skin_prompt(ir: str) -> str:
+    return SKIN_PROMPT.format(code=ir.strip())
+
+
+def two_phase(tasks: Sequence[DecompileTask], skeleton_gen, skin_gen=None,
+              normalizer: Callable[[str], str] | None = None) -> dict[str, dict]:
+    """Run phase 1 (and phase 2 when ``skin_gen`` is given) on every task.
+
+    Returns task key -> {"input", "ir", "output"}; ``output`` is the final C (the IR when there is no skin model).
+    """
+    normalizer = normalizer or make_normalizer()
+    inputs = [normalizer(t.pseudo) for t in tasks]
+    ir_raw = skeleton_gen.generate([skeleton_prompt(x) for x in inputs], desc="skeleton")
+    irs = [restore_function_name(samples[0], t.func_name) for samples, t in zip(ir_raw, tasks)]
+    if skin_gen is not None:
+        src_raw = skin_gen.generate([skin_prompt(ir) for ir in irs], desc="skin")
+        outs = [restore_function_name(samples[0], t.func_name) for samples, t in zip(src_raw, tasks)]
+    else:
+        outs = irs
+    return {t.key: {"input": x, "ir": ir, "output": o} for t, x, ir, o in zip(tasks, inputs, irs, outs)}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Identifier quality (BringUpBench outputs and our own outputs)
+
+
+def load_bringupbench(path: str | os.PathLike, limit: int | None = None) -> list[dict]:
+    """Read the BringUpBench inference file; ``source`` is a dict (or its Python repr) with ``content``."""
+    import ast
+
+    path = Path(path)
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise EvalDataError(f"{path}: line {lineno}: not valid JSON: {exc.msg}") from exc
+            src = row.get("source")
+            if isinstance(src, str):
+                try:
+                    src = ast.literal_eval(src)
+                except (ValueError, SyntaxError) as exc:
+                    raise EvalDataError(f"{path}: line {lineno}: field 'source' is not a dict literal") from exc
+            if not isinstance(src, dict) or not isinstance(src.get("content"), str):
+                raise EvalDataError(f"{path}: line {lineno}: field 'source' must be a dict with a string 'content'")
+            row["source"] = src
+            rows.append(row)
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+def identifier_scores(outputs: Sequence[str], references: Sequence[str], extra_infos: Sequence[dict] | None = None,
+                      data_source: str = "sk2decompile_identifier", embedding: Mapping | None = None) -> list[float]:
+    """The identifier-naming reward (codegrpo.rewards registry) used as a metric.
+
+    ``embedding`` (settings such as ``{"backend": "local"}``) selects the embedding backend; by default the
+    reward's own environment-configured backend is used.
+    """
+    from codegrpo.rewards import compute_score_batch
+
+    n = len(outputs)
+    if len(references) != n:
+        raise ValueError("outputs and references differ in length")
+    extra = list(extra_infos) if extra_infos is not None else [{} for _ in range(n)]
+    kwargs = {"embedding": dict(embedding)} if embedding else {}
+    scores = compute_score_batch([data_source] * n, list(outputs), list(references), extra, **kwargs)
+    return [float(s["score"]) if isinstance(s, dict) else float(s) for s in scores]
+
+
+def mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+# --------------------------------------------------------------------------------------------------------
+# Stage entry points: each writes one result JSON (atomically) with its provenance
+
+
+BASELINES = {
+    "gold": ("Gold source (sanity check)", "the benchmark's own c_func (includes moved to the top)"),
+    "ghidra": ("Ghidra pseudo-code (raw)", "the Ghidra file's input_asm_prompt, unmodified"),
+}
+
+
+def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.PathLike, *, levels=LEVELS,
+                 tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
+                 cfg: Mapping | None = None) -> dict:
+    """Score a row that needs no model: ``gold`` (must be 100%) or ``ghidra`` (the raw decompiler output)."""
+    from codegrpo.eval import provenance
+    from codegrpo.io import write_json
+
+    if kind not in BASELINES:
+        raise ValueError(f"unknown baseline {kind!r}; known: {sorted(BASELINES)}")
+    tasks = load_humaneval_decompile(data_path, levels, tasks_per_level)
+    if kind == "gold":
+        outputs = {t.key: split_includes(t.c_func)[1][0].strip() + "\n" for t in tasks}
+    else:
+        outputs = {t.key: t.pseudo for t in tasks}
+    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, desc=f"re-exec {kind}")
+    label, note = BASELINES[kind]
+    result = {"kind": "decompile", "benchmark": "humaneval_decompile", "system": kind, "label": label,
+              "variant": None, "input_note": note, "data": str(data_path),
+              "provenance": provenance(None, dict(cfg or {}), gcc=_gcc()), **res}
+    write_json(out_path, result)
+    return result
+
+
+def _gcc() -> str:
+    from codegrpo.eval import gcc_version
+
+    return gcc_version()
+
+
+def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.PathLike | None,
+               data_path: str | os.PathLike, out_path: str | os.PathLike, *, settings, backend: str = "auto",
+               levels=LEVELS, tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
+               label: str | None = None, variant: str | None = None, identifier: bool = False,
+               embedding: Mapping | None = None, normalizer_style: str = DEFAULT_STYLE,
+               cfg: Mapping | None = None) -> dict:
+    """Two-phase inference with the given model folders, then re-executability (and identifier quality)."""
+    from codegrpo.eval import provenance
+    from codegrpo.eval.generate import make_generator
+    from codegrpo.io import write_json
+
+    t0 = time.time()
+    tasks = load_humaneval_decompile(data_path, levels, tasks_per_level)
+    skeleton = make_generator(skeleton_dir, settings, backend)
+    skin = make_generator(skin_dir, settings, backend) if skin_dir else None
+    gen = two_phase(tasks, skeleton, skin, make_normalizer(normalizer_style))
+    outputs = {k: v["output"] for k, v in gen.items()}
+    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, desc=f"re-exec {name}")
+    for rec in res["records"]:
+        g = gen[f"{rec['task_id']}_{rec['opt']}"]
+        rec["input"], rec["ir"] = g["input"], g["ir"]
+    result = {
+        "kind": "decompile", "benchmark": "humaneval_decompile", "system": name, "label": label or name,
+        "variant": variant,
+        "input_note": "Ghidra pseudo-code through this project's pseudo-code normaliser (the reference uses "
+                      "IDA-normalised pseudo-code, not available here)",
+        "data": str(data_path),
+        "models": {"skeleton": str(skeleton_dir), "skin": str(skin_dir) if skin_dir else None},
+        "backend": skeleton.backend,
+        "provenance": provenance(f"{skeleton_dir}" + (f" + {skin_dir}" if skin_dir else ""), dict(cfg or {}),
+                                 gcc=_gcc()),
+        **res,
+    }
+    if identifier:
+        refs = [split_includes(t.c_func)[1][0] for t in tasks]
+        scores = identifier_scores([outputs[t.key] for t in tasks], refs, embedding=embedding)
+        result["identifier"] = {"mean": mean(scores), "n": len(scores),
+                                "embedding": dict(embedding or {})}
+        for rec, s in zip(res["records"], scores):
+            rec["identifier"] = s
+    result["seconds"] = round(time.time() - t0, 1)
+    write_json(out_path, result)
+    return result
+
+
+def run_bringupbench_identifier(data_path: str | os.PathLike, out_path: str | os.PathLike, *,
+                                columns: Sequence[str] = ("infer-out-model1", "infer-out-model2"),
+                                limit: int | None = None, embedding: Mapping | None = None,
+                                cfg: Mapping | None = None) -> dict:
+    """Identifier quality of the shipped BringUpBench outputs of the reference models against the source."""
+    from codegrpo.eval import provenance
+    from codegrpo.io import write_json
+
+    rows = load_bringupbench(data_path, limit)
+    refs = [r["source"]["content"] for r in rows]
+    scores = {}
+    for col in columns:
+        missing = [i for i, r in enumerate(rows) if not isinstance(r.get(col), str)]
+        if missing:
+            raise EvalDataError(f"{data_path}: line {missing[0] + 1}: field {col!r} missing or not a string")
+        vals = identifier_scores([r[col] for r in rows], refs, embedding=embedding)
+        scores[f"reference {col}"] = {"mean": mean(vals), "n": len(vals)}
+        log.info("bringupbench %s: identifier score %.4f over %d functions", col, mean(vals), len(vals))
+    result = {"kind": "identifier", "benchmark": "bringupbench_O0", "system": "reference_outputs",
+              "label": "reference model outputs", "data": str(data_path), "embedding": dict(embedding or {}),
+              "provenance": provenance("LLM4Binary sk2decompile (shipped outputs)", dict(cfg or {})),
+              "scores": scores}
+    write_json(out_path, result)
+    return result
