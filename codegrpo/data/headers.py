@@ -84,7 +84,7 @@ class PsycheC:
         self.gen = self._resolve(gen, self.GEN_NAME)
         self.solver = self._resolve(solver, self.SOLVER_NAME)
         self.available = self.gen is not None and self.solver is not None
-        self._memo: dict[str, str | None] = {}
+        self._memo: dict[str, cf.Future] = {}
         self._lock = threading.Lock()
         self.runs = 0
         self.memo_hits = 0
@@ -117,13 +117,21 @@ class PsycheC:
             return None
         key = hashlib.sha256(code.encode("utf-8")).hexdigest()
         with self._lock:
-            if key in self._memo:
+            fut = self._memo.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._memo[key] = cf.Future()
+                self.runs += 1
+            else:
                 self.memo_hits += 1
-                return self._memo[key]
-            self.runs += 1
-        header = self._run(code)
-        with self._lock:
-            self._memo[key] = header
+        if not owner:  # computed, or being computed by another thread: wait for that result
+            return fut.result()
+        try:
+            header = self._run(code)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            raise
+        fut.set_result(header)
         return header
 
     def _run(self, code: str) -> str | None:
