@@ -28,6 +28,20 @@ from typing import Any, Sequence
 PROJECT_CONFIG_DIR = Path(__file__).resolve().parent / "config"
 REWARD_ENTRY = Path(__file__).resolve().parent / "reward_entry.py"
 RL_STAGES = ("skeleton_rl", "skin_rl")
+# Stage defaults of the reference scripts (run_struct_rl.sh / run_ident_rl.sh) for keys left null in the config
+STAGE_DEFAULTS = {
+    "skeleton_rl": {"kl_coef": 0.01, "reward": {"manager": "naive", "function": "compute_score"}},
+    "skin_rl": {"kl_coef": 0.02, "reward": {"manager": "batch", "function": "compute_score_batch"}},
+}
+
+
+def stage_settings(cfg: dict, stage: str) -> dict:
+    """The stage's config section with its null keys replaced by the stage defaults."""
+    s = dict(cfg[stage])
+    for key, value in STAGE_DEFAULTS[stage].items():
+        if s.get(key) is None:
+            s[key] = value
+    return s
 SFT_RUNS = ("skeleton", "skin")
 
 
@@ -209,7 +223,7 @@ def grpo_launch(
     """The GRPO launch of an RL stage (skeleton_rl | skin_rl) from the pipeline config."""
     if stage not in RL_STAGES:
         raise ValueError(f"unknown RL stage {stage!r}; expected one of {RL_STAGES}")
-    s = cfg[stage]
+    s = stage_settings(cfg, stage)
     device = cfg["device"]
     run_dir = Path(run_dir).resolve()
     n_gpus = 1 if device == "cpu" else s["n_gpus_per_node"]

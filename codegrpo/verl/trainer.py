@@ -135,8 +135,8 @@ class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
 
 def ray_init_kwargs(cfg) -> dict:
     """How the driver starts (or joins) Ray for this config."""
-    env_vars = {k: os.environ[k] for k in ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-                                           "PYTHONPATH", "CODEGRPO_EMBEDDING_URL") if k in os.environ}
+    forwarded = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH")
+    env_vars = {k: v for k, v in os.environ.items() if k in forwarded or k.startswith("CODEGRPO_")}
     env_vars.setdefault("TOKENIZERS_PARALLELISM", "false")
     if cfg.codegrpo.device == "cpu":
         from codegrpo.verl import cpu

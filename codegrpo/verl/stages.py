@@ -1,0 +1,115 @@
+"""Training stages end to end: import or train, export to Hugging Face, mark complete.
+
+One function per kind of stage, called by the workflow scripts (and by tests with a plain config dict):
+
+* :func:`run_sft` trains ``sft_<which>`` with verl's SFT trainer (or imports a checkpoint);
+* :func:`run_grpo` trains ``skeleton_rl`` / ``skin_rl`` with GRPO (or imports a checkpoint).
+
+Run folder ``results/runs/<run>/``: ``config.json`` (what was asked), ``checkpoints/`` (verl's), ``train.log``
+(the trainer's output, appended across attempts), ``metrics.jsonl`` (one line per step), ``hf/`` (the final
+model in Hugging Face layout) and ``done.json``, written last and only when training finished. A rerun after a
+kill resumes from the newest checkpoint (verl ``trainer.resume_mode=auto`` for GRPO; newest weights for SFT).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from codegrpo.io import write_json
+from codegrpo.models import export_hf, import_checkpoint
+from codegrpo.verl import checkpoints
+from codegrpo.verl.launch import grpo_launch, sft_launch
+
+log = logging.getLogger(__name__)
+
+
+class TrainingError(RuntimeError):
+    """The trainer exited with an error or left no final checkpoint (the message points at train.log)."""
+
+
+def _start(run_dir: Path, record: dict) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    done = run_dir / "done.json"
+    if done.exists():
+        done.unlink()  # being (re)built: not complete until this attempt finishes
+    write_json(run_dir / "config.json", record)
+
+
+def _finish(run_dir: Path, record: dict, t0: float) -> dict:
+    metrics = run_dir / "metrics.jsonl"
+    steps = 0
+    if metrics.is_file():
+        with open(metrics, encoding="utf-8") as fh:
+            steps = sum(1 for line in fh if line.strip())
+    out = {**record, "hf": str(run_dir / "hf"), "metrics_lines": steps, "seconds": round(time.time() - t0, 1),
+           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_json(run_dir / "done.json", out)
+    return out
+
+
+def _import(run_dir: Path, src: str, record: dict, t0: float) -> dict:
+    log.info("%s: importing %s instead of training", record["run"], src)
+    import_checkpoint(src, run_dir / "hf")
+    return _finish(run_dir, {**record, "imported_from": src}, t0)
+
+
+def _run_launch(launch, run_dir: Path) -> None:
+    train_log = run_dir / "train.log"
+    log.info("%s: %s", launch.run, launch.command())
+    rc = launch.run_process(train_log)
+    if rc != 0:
+        raise TrainingError(f"{launch.run}: trainer exited with status {rc}; see {train_log}")
+
+
+def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
+            init_model: str, run_dir: str | os.PathLike) -> dict:
+    """Train (or import) ``sft_<which>``; returns the done.json record."""
+    t0 = time.time()
+    run_dir = Path(run_dir)
+    run = f"sft_{which}"
+    src = (cfg["sft"].get("import") or {}).get(which)
+    record = {"run": run, "kind": "sft", "device": cfg["device"], "init_model": init_model,
+              "section": dict(cfg["sft"])}
+    _start(run_dir, record)
+    if src:
+        return _import(run_dir, src, record, t0)
+    launch = sft_launch(cfg, which, train_files=train_files, val_files=val_files, model_path=init_model,
+                        run_dir=run_dir)
+    _run_launch(launch, run_dir)
+    from codegrpo.verl.sft_main import latest_sft_checkpoint
+
+    found = latest_sft_checkpoint(run_dir / "checkpoints")
+    if not found:
+        raise TrainingError(f"{run}: training ended without a checkpoint in {run_dir / 'checkpoints'}")
+    step, path = found
+    export_hf(path, run_dir / "hf", tokenizer_from=init_model)
+    return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(path)}, t0)
+
+
+def run_grpo(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
+             init_model: str, run_dir: str | os.PathLike, extra_overrides: Sequence[str] = (),
+             env: Mapping[str, str] | None = None, reward_path: str | None = None) -> dict:
+    """Train (or import) an RL stage with GRPO; returns the done.json record."""
+    t0 = time.time()
+    run_dir = Path(run_dir)
+    section = cfg[stage]
+    record = {"run": stage, "kind": "grpo", "device": cfg["device"], "init_model": init_model,
+              "section": dict(section)}
+    _start(run_dir, record)
+    if section.get("import"):
+        return _import(run_dir, section["import"], record, t0)
+    launch = grpo_launch(cfg, stage, train_files=train_files, val_files=val_files, model_path=init_model,
+                         run_dir=run_dir, extra_overrides=extra_overrides, reward_path=reward_path)
+    launch.env.update(env or {})
+    _run_launch(launch, run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    step = checkpoints.latest_step(ckpt_dir)
+    actor = ckpt_dir / f"global_step_{step}" / "actor" if step is not None else None
+    if actor is None or not actor.is_dir():
+        raise TrainingError(f"{stage}: training ended without a checkpoint in {ckpt_dir}")
+    export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
+    return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(actor)}, t0)

@@ -1,0 +1,192 @@
+"""Generated verl command lines: Hydra composition against verl 0.4.1's own config, paper values, reward loading."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from codegrpo.config import load_config
+from codegrpo.verl import launch as L
+
+
+def _launches(cfg, tmp_path):
+    out = []
+    for which in L.SFT_RUNS:
+        out.append(L.sft_launch(cfg, which, train_files=tmp_path / f"{which}.train.parquet",
+                                val_files=tmp_path / f"{which}.val.parquet", model_path="/models/base",
+                                run_dir=tmp_path / f"sft_{which}"))
+    for stage in L.RL_STAGES:
+        out.append(L.grpo_launch(cfg, stage, train_files=[tmp_path / "a.parquet"], val_files=tmp_path / "v.parquet",
+                                 model_path="/models/sft", run_dir=tmp_path / stage))
+    return out
+
+
+@pytest.fixture(scope="module", params=["config.yaml", "config/paper.yaml"])
+def composed(request, repo_root, tmp_path_factory):
+    cfg = load_config(repo_root / request.param)
+    tmp = tmp_path_factory.mktemp("launch")
+    return request.param, cfg, [(la, la.validate()) for la in _launches(cfg, tmp)]
+
+
+def test_every_generated_command_composes(composed):
+    name, cfg, items = composed
+    assert [la.run for la, _ in items] == ["sft_skeleton", "sft_skin", "skeleton_rl", "skin_rl"]
+    for la, c in items:
+        assert c.codegrpo.device == cfg["device"]
+        assert c.codegrpo.metrics_file.endswith(f"{la.run}/metrics.jsonl")
+        # the command line carries exactly the overrides that were composed
+        argv = shlex.split(la.command())
+        assert argv[-len(la.overrides):] == la.overrides
+
+
+def test_grpo_paper_values(repo_root, tmp_path):
+    cfg = load_config(repo_root / "config" / "paper.yaml")
+    sk, skin = (L.grpo_launch(cfg, s, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                              model_path="/m", run_dir=tmp_path / s).validate() for s in L.RL_STAGES)
+    ar = sk.actor_rollout_ref
+    assert sk.algorithm.adv_estimator == "grpo" and sk.algorithm.use_kl_in_reward is False
+    assert sk.data.train_batch_size == 128 and sk.data.max_prompt_length == 1024
+    assert sk.data.max_response_length == 2048 and sk.data.filter_overlong_prompts is True
+    assert ar.rollout.n == 16 and ar.rollout.name == "vllm" and ar.rollout.gpu_memory_utilization == 0.8
+    assert ar.rollout.tensor_model_parallel_size == 1 and ar.rollout.log_prob_micro_batch_size_per_gpu == 1
+    assert ar.actor.optim.lr == 1e-6 and ar.actor.ppo_mini_batch_size == 32
+    assert ar.actor.ppo_micro_batch_size_per_gpu == 4 and ar.ref.log_prob_micro_batch_size_per_gpu == 4
+    assert ar.actor.use_kl_loss is True and ar.actor.kl_loss_type == "low_var_kl"
+    assert ar.actor.kl_loss_coef == 0.01 and skin.actor_rollout_ref.actor.kl_loss_coef == 0.02
+    assert ar.ref.fsdp_config.param_offload is True and ar.actor.fsdp_config.param_offload is False
+    assert ar.model.use_remove_padding is True and ar.model.enable_gradient_checkpointing is False
+    assert (sk.trainer.nnodes, sk.trainer.n_gpus_per_node) == (2, 8)
+    assert (skin.trainer.nnodes, skin.trainer.n_gpus_per_node) == (1, 8)
+    assert sk.trainer.total_epochs == 2 and sk.trainer.save_freq == 25 and sk.trainer.test_freq == 25
+    assert list(sk.trainer.logger) == ["console", "wandb"] and sk.trainer.resume_mode == "auto"
+    assert sk.trainer.device == "cuda" and sk.codegrpo.device == "gpu"
+    assert sk.custom_reward_function.path == str(L.REWARD_ENTRY)
+    assert (sk.reward_model.reward_manager, sk.custom_reward_function.name) == ("naive", "compute_score")
+    assert (skin.reward_model.reward_manager, skin.custom_reward_function.name) == ("batch", "compute_score_batch")
+
+
+def test_sft_paper_values(repo_root, tmp_path):
+    cfg = load_config(repo_root / "config" / "paper.yaml")
+    la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                      model_path="LLM4Binary/llm4decompile-6.7b-v2", run_dir=tmp_path / "r")
+    c = la.validate()
+    assert c.model.partial_pretrain == "LLM4Binary/llm4decompile-6.7b-v2"
+    assert (c.data.prompt_key, c.data.response_key) == ("prompt", "response")
+    assert c.optim.lr == 3e-6 and c.optim.lr_scheduler == "cosine" and c.optim.warmup_steps_ratio == 0.02
+    assert c.trainer.total_epochs == 2 and c.data.max_length == 2048 and c.model.strategy == "fsdp2"
+    assert "--nproc_per_node=8" in la.argv and la.argv[la.argv.index("-m", 3) + 1] == "codegrpo.verl.sft_main"
+
+
+def test_cpu_mode_overrides_only_in_cpu_mode(repo_root, tmp_path):
+    cpu_cfg = load_config(repo_root / "config.yaml")
+    gpu_cfg = load_config(repo_root / "config" / "paper.yaml")
+    kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
+              run_dir=tmp_path / "r")
+    c = L.grpo_launch(cpu_cfg, "skeleton_rl", **kw).validate()
+    g = L.grpo_launch(gpu_cfg, "skeleton_rl", **kw)
+    assert c.trainer.device == "cpu" and c.actor_rollout_ref.rollout.name == "hf"
+    assert c.actor_rollout_ref.actor.strategy == "fsdp2" and c.trainer.n_gpus_per_node == 1
+    assert not any(o.startswith("trainer.device=") for o in g.overrides)
+    assert "actor_rollout_ref.rollout.name=hf" not in g.overrides
+    assert "HF_HUB_OFFLINE" not in g.env and L.sft_launch(cpu_cfg, "skin", **kw).env["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ("actor_rollout_ref.rollout.nn=4", "actor_rollout_ref.rollout.nn"),
+    ("algorithm.adv_estimater=grpo", "algorithm.adv_estimater"),
+    ("codegrpo.metrics_fle=x", "codegrpo.metrics_fle"),
+])
+def test_misspelled_grpo_key_is_rejected(repo_root, tmp_path, bad, needle):
+    cfg = load_config(repo_root / "config.yaml")
+    cfg["skeleton_rl"]["overrides"] = [bad]
+    la = L.grpo_launch(cfg, "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                       model_path="/m", run_dir=tmp_path / "r")
+    with pytest.raises(L.LaunchConfigError, match="verl config rejected") as err:
+        la.validate()
+    assert needle in str(err.value) and "not in struct" in str(err.value)
+    # nothing is launched when validation fails
+    with pytest.raises(L.LaunchConfigError):
+        la.run_process(tmp_path / "r" / "train.log")
+    assert not (tmp_path / "r" / "train.log").exists()
+
+
+def test_misspelled_sft_key_is_rejected(repo_root, tmp_path):
+    cfg = load_config(repo_root / "config.yaml")
+    cfg["sft"]["overrides"] = ["optim.learning_rate=1"]
+    la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                      model_path="/m", run_dir=tmp_path / "r")
+    with pytest.raises(L.LaunchConfigError, match="optim.learning_rate"):
+        la.validate()
+
+
+def test_broken_interpolation_is_rejected():
+    with pytest.raises(L.LaunchConfigError, match="no_such_key"):
+        L.compose("grpo", ["trainer.experiment_name=${trainer.no_such_key}"])
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, "null"), (True, "true"), (3, "3"), (1e-6, "1e-06"), (["console", "wandb"], "[console,wandb]"),
+    ("/a/b.parquet", "/a/b.parquet"), ("has space", "'has space'"), ("it's", "'it\\'s'"), ("null", "'null'"),
+])
+def test_override_value_format(value, expected):
+    assert L.fmt(value) == expected
+
+
+def test_override_values_round_trip_through_hydra(tmp_path):
+    odd = str(tmp_path / "dir with space" / "it's,odd=1.parquet")
+    c = L.compose("grpo", [f"data.train_files={L.fmt(odd)}", f"trainer.logger={L.fmt(['console'])}"])
+    assert c.data.train_files == odd and list(c.trainer.logger) == ["console"]
+
+
+def test_reward_managers_load_through_verl(tmp_path, repo_root):
+    """The generated reward settings load verl's naive and batch managers on the project's reward file."""
+    if not L.REWARD_ENTRY.exists():
+        pytest.skip("codegrpo/verl/reward_entry.py not present")
+    import numpy as np
+    import torch
+    from tensordict import TensorDict
+    from verl import DataProto
+    from verl.trainer.ppo.reward import compute_reward, load_reward_manager
+
+    from codegrpo.models import build_tiny_model, load_model
+
+    rows = [json.loads(x) for x in open(repo_root / "data/sk2decompile/sk2decompile-rl-examples.jsonl")][:2]
+    texts = [r["prompt"][0]["content"] for r in rows] + [r["reward_model"]["ground_truth"] for r in rows]
+    build_tiny_model(tmp_path / "m", texts, vocab_size=400)
+    _, tok = load_model(tmp_path / "m")
+    # two skeleton samples: the ground truth itself and garbage
+    responses = [rows[0]["reward_model"]["ground_truth"], "}{ not C"]
+    p_ids = [tok("p").input_ids] * 2
+    r_ids = [tok(r).input_ids + [tok.eos_token_id] for r in responses]
+    width = max(map(len, r_ids))
+    resp = torch.full((2, width), tok.pad_token_id)
+    mask = torch.zeros((2, 1 + width), dtype=torch.long)
+    for i, ids in enumerate(r_ids):
+        resp[i, : len(ids)] = torch.tensor(ids)
+        mask[i, : 1 + len(ids)] = 1
+    prompts = torch.tensor(p_ids)
+    batch = TensorDict({"prompts": prompts, "responses": resp, "input_ids": torch.cat([prompts, resp], 1),
+                        "attention_mask": mask}, batch_size=2)
+    extra = [{"index": 0, "split": "train", "header": rows[0]["extra_info"]["header"], "header_status": "ok"}] * 2
+    data = DataProto(batch=batch, non_tensor_batch={
+        "data_source": np.array(["sk2decompile_structure"] * 2, dtype=object),
+        "reward_model": np.array([{"style": "rule", "ground_truth": rows[0]["reward_model"]["ground_truth"]}] * 2,
+                                 dtype=object),
+        "extra_info": np.array(extra, dtype=object)})
+    cfg = load_config(repo_root / "config.yaml")
+    cfg["skeleton_rl"]["reward"] = None
+    scores = {}
+    for manager, fn, cls in [("naive", "compute_score", "NaiveRewardManager"),
+                             ("batch", "compute_score_batch", "BatchRewardManager")]:
+        cfg["skeleton_rl"]["reward"] = {"manager": manager, "function": fn}
+        c = L.grpo_launch(cfg, "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                          model_path=str(tmp_path / "m"), run_dir=tmp_path / "r").validate()
+        reward_fn = load_reward_manager(c, tok, num_examine=0)
+        assert type(reward_fn).__name__ == cls
+        tensor, info = compute_reward(data, reward_fn)
+        scores[manager] = tensor.sum(-1).tolist()
+        assert "score" in info and len(info["score"]) == 2
+    assert scores["naive"] == scores["batch"]
+    assert scores["naive"][0] > scores["naive"][1]
