@@ -12,7 +12,8 @@ else (error, timeout, missing gcc, text that cannot be encoded) → 0.0.
   (the compiler runs in child processes, so the pool spreads over all cores without pickling anything);
 * **RAM scratch** — each worker reuses one directory under ``/dev/shm`` (falls back to the temp dir), and gcc's
   own intermediates go there too (``TMPDIR``);
-* **mode** ``"fast"`` (default) — ``gcc -fsyntax-only temp.c`` first. A syntax failure is a ``-c`` failure, so it
+* **mode** ``"fast"`` (default) — ``gcc -fsyntax-only temp.c`` first (run as the ``cc1`` command the driver
+  would run, see :func:`syntax_command`). A syntax failure is a ``-c`` failure, so it
   scores 0.0 at once. A syntax success is confirmed with the exact ``gcc -c`` run whenever the text contains a
   construct that can fail only after parsing (inline ``asm``/asm labels, ``__attribute__`` such as
   ``alias``/``section``/``always_inline``/``error``, ``__builtin_*``, pragmas, ``[[...]]`` attributes,
@@ -31,6 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -115,6 +117,25 @@ def compile_reference(header, solution, timeout: float = TIMEOUT_S) -> float:
         return 0.0
 
 
+def syntax_command(cwd: str, env: dict | None = None) -> list[str]:
+    """The command ``gcc -fsyntax-only temp.c`` runs: the driver's single ``cc1`` invocation (read from
+    ``gcc -###``), which saves the driver's own start-up; falls back to the driver command if that fails."""
+    driver = [GCC, "-fsyntax-only", "temp.c"]
+    try:
+        out = subprocess.run([GCC, "-###", "-fsyntax-only", "temp.c"], cwd=cwd, env=env, capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return driver
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith(" ")]
+    if out.returncode != 0 or len(lines) != 1:
+        return driver
+    argv = shlex.split(lines[0])
+    if not argv or not os.path.basename(argv[0]).startswith("cc1") or "temp.c" not in argv \
+            or "-fsyntax-only" not in argv or not os.access(argv[0], os.X_OK):
+        return driver
+    return argv
+
+
 @dataclass
 class EngineStats:
     requested: int = 0
@@ -144,7 +165,8 @@ class CompileEngine:
         if mode not in MODES:
             raise ValueError(f"compile mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
-        self.workers = max(1, int(workers or os.cpu_count() or 1))
+        # threads mostly wait on gcc: two per core overlap their Python work with the compiles
+        self.workers = max(1, int(workers or 2 * (os.cpu_count() or 1)))
         self.cache_size = max(0, int(cache_size))
         self.timeout = float(timeout)
         self.confirm_after_s = float(confirm_after_s)
@@ -155,8 +177,8 @@ class CompileEngine:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="codegrpo-cc")
         self._local = threading.local()
-        self._dirs: list[str] = []
         self.stats = EngineStats()
+        self.syntax_argv = syntax_command(self._scratch_root, self._env) if mode == "fast" else None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -191,7 +213,7 @@ class CompileEngine:
         try:
             if self.mode == "fast":
                 t0 = time.perf_counter()
-                rc = _run([GCC, "-fsyntax-only", "temp.c"], d, self._env, self.timeout)
+                rc = _run(self.syntax_argv, d, self._env, self.timeout)
                 self.stats.syntax_runs += 1
                 if rc != 0:
                     if rc is None:

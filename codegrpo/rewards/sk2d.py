@@ -104,7 +104,7 @@ def sim_exe(solution_str, ground_truth, extra_info=None, **_: Any) -> dict[str, 
     return _sim_exe_result(j, _compile_one_reference(extra_info, solution_str))
 
 
-def _compile_batch(solutions: Sequence, extra_infos: Sequence, valid: Sequence[bool]) -> list[float]:
+def _compile_batch(solutions: Sequence, extra_infos: Sequence, valid: Sequence[bool], engine=None) -> list[float]:
     """Compile outcomes through the shared engine; invalid samples and unreadable headers get 0.0."""
     out = [0.0] * len(solutions)
     idx, headers, sols = [], [], []
@@ -118,23 +118,25 @@ def _compile_batch(solutions: Sequence, extra_infos: Sequence, valid: Sequence[b
         headers.append(h)
         sols.append(s)
     if idx:
-        for i, r in zip(idx, default_engine().compile_pairs(headers, sols)):
+        for i, r in zip(idx, (engine or default_engine()).compile_pairs(headers, sols)):
             out[i] = r
     return out
 
 
-def exe_type_batch(solution_strs, ground_truths, extra_infos, **_: Any) -> list[dict[str, float]]:
+def exe_type_batch(solution_strs, ground_truths, extra_infos, engine=None, **_: Any) -> list[dict[str, float]]:
+    """Batch version; compiles through ``engine`` (default: the per-process :func:`default_engine`)."""
     valid = [_valid(s, g) for s, g in zip(solution_strs, ground_truths)]
-    comps = _compile_batch(solution_strs, extra_infos, valid)
+    comps = _compile_batch(solution_strs, extra_infos, valid, engine)
     return [
         _exe_type_result(type_jaccard(s, g) if ok else 0.0, c)
         for s, g, ok, c in zip(solution_strs, ground_truths, valid, comps)
     ]
 
 
-def sim_exe_batch(solution_strs, ground_truths, extra_infos, **_: Any) -> list[dict[str, float]]:
+def sim_exe_batch(solution_strs, ground_truths, extra_infos, engine=None, **_: Any) -> list[dict[str, float]]:
+    """Batch version; compiles through ``engine`` (default: the per-process :func:`default_engine`)."""
     valid = [_valid(s, g) for s, g in zip(solution_strs, ground_truths)]
-    comps = _compile_batch(solution_strs, extra_infos, valid)
+    comps = _compile_batch(solution_strs, extra_infos, valid, engine)
     return [
         _sim_exe_result(token_jaccard(s, g) if ok else 0.0, c)
         for s, g, ok, c in zip(solution_strs, ground_truths, valid, comps)
