@@ -106,6 +106,8 @@ class PytestResult:
     stderr: str = ""
     duration_s: float = 0.0
     mechanism: str = ""
+    returncode: int | None = None  # exit status of the test process (None when killed by a signal)
+    signal: int | None = None  # the signal that ended it (e.g. SIGXCPU at the CPU limit, SIGXFSZ at the file limit)
 
     @property
     def pass_rate(self) -> float:
@@ -568,7 +570,8 @@ def _pytest_result(step: dict, test_code: str, dt: float, mech: str) -> PytestRe
     executed = bool(rep.get("executed"))
     return PytestResult(executed=executed, passed=passed, total=total, timed_out=bool(step.get("timed_out")),
                         collection_error=collection_error, error=rep.get("import_error") or step.get("error"),
-                        stdout=step.get("stdout", ""), stderr=step.get("stderr", ""), duration_s=dt, mechanism=mech)
+                        stdout=step.get("stdout", ""), stderr=step.get("stderr", ""), duration_s=dt, mechanism=mech,
+                        returncode=step.get("returncode"), signal=step.get("signal"))
 
 
 def _exec_result(step: dict, mech: str) -> ExecResult:
@@ -853,6 +856,9 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
             os.environ.update(env)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             if step["kind"] == "exec":
+                # Python ignores SIGXFSZ (and SIGPIPE, reset above); ignored signals survive exec, so restore
+                # the defaults a C program expects: exceeding the file-size limit then ends it by SIGXFSZ.
+                signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
                 argv = step["argv"]
                 exe = argv[0] if "/" in argv[0] else (shutil.which(argv[0], path=env["PATH"]) or argv[0])
                 os.execve(exe, argv, env)
