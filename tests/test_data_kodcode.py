@@ -1,0 +1,179 @@
+"""KodCode preparation for DHRCL: shipped demo files, slices, schema, and malformed records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from codegrpo.data.ingest import DataError
+from codegrpo.data.kodcode import prepare_kodcode
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "data"
+OUTPUTS = ("train.parquet", "val.parquet", "heldout.parquet", "rejects.jsonl", "summary.json")
+
+
+@pytest.fixture(scope="module")
+def shipped(data_dir):
+    return [str(data_dir / "kodcode/KodCode_algorithm_100_1741212598.json"),
+            str(data_dir / "kodcode/KodCode_prefill_200_1741214325.json")]
+
+
+@pytest.fixture(scope="module")
+def prepared(shipped, tmp_path_factory):
+    out = tmp_path_factory.mktemp("kodcode")
+    summary = prepare_kodcode(shipped, out_dir=out, val_fraction=0.1, heldout_fraction=0.1, seed=0)
+    return out, summary
+
+
+def _frames(out):
+    return {s: pd.read_parquet(out / f"{s}.parquet") for s in ("train", "val", "heldout")}
+
+
+def test_shipped_counts_and_filtered(prepared):
+    out, summary = prepared
+    assert summary["records_read"] == 31 + 172 and summary["rejected"] == 0
+    assert summary["accepted"] + summary["filtered"] == 203
+    assert sorted(f["question_id"] for f in summary["filtered_records"]) == [
+        "Algorithm_00000041_C", "Algorithm_00000041_I", "Algorithm_00000051_C", "Algorithm_00000051_I"]
+    assert all(f["reason"] and f["line"] > 0 for f in summary["filtered_records"])
+    assert sum(summary["slices"].values()) == summary["accepted"]
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_slices_disjoint_nonempty_and_schema(prepared):
+    out, _ = prepared
+    frames = _frames(out)
+    ids = {s: set(df.extra_info.map(lambda e: e["question_id"])) for s, df in frames.items()}
+    assert all(ids.values())
+    assert not (ids["train"] & ids["val"]) and not (ids["train"] & ids["heldout"]) and not (ids["val"] & ids["heldout"])
+    for s, df in frames.items():
+        assert set(df.data_source) == {"kodcode"}
+        assert {e["split"] for e in df.extra_info} == {s}
+        schema = pq.read_schema(out / f"{s}.parquet")
+        assert schema.names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+        ei = schema.field("extra_info").type
+        assert [ei.field(i).name for i in range(ei.num_fields)] == [
+            "index", "split", "question_id", "reference_solution", "test_code", "entry_points",
+            "tests_import_solution"]
+        assert ei.field("entry_points").type == pa.list_(pa.string())
+    all_index = [e["index"] for df in frames.values() for e in df.extra_info]
+    assert len(all_index) == len(set(all_index))
+
+
+def test_row_content(prepared, data_dir):
+    out, _ = prepared
+    df = pd.concat(_frames(out).values())
+    rows = {e["question_id"]: r for e, r in zip(df.extra_info, df.itertuples())}
+    r = rows["Algorithm_00000003_I"]
+    src = next(x for x in json.loads((data_dir / "kodcode/KodCode_algorithm_100_1741212598.json").read_text())
+               if x["question_id"] == "Algorithm_00000003_I")
+    content = r.prompt[0]["content"]
+    assert r.prompt[0]["role"] == "user" and src["question"].strip() in content
+    assert "def interleave_strings(first_str, second_str):" in content
+    assert r.reward_model == {"style": "rule", "ground_truth": src["test_code"]}
+    assert r.extra_info["reference_solution"] == src["solution"] and r.extra_info["test_code"] == src["test_code"]
+    assert list(r.extra_info["entry_points"]) == ["interleave_strings"]
+    assert r.extra_info["tests_import_solution"]
+    # test_info null: entry points are what the tests import from solution
+    cls = rows["Algorithm_00000008_I"]
+    assert list(cls.extra_info["entry_points"]) == ["Node", "LinkedList", "detect_cycle"]
+    # tests that call the function without importing it
+    noimp = rows["Prefill_00000004_I"]
+    assert not noimp.extra_info["tests_import_solution"] and list(noimp.extra_info["entry_points"]) == ["sum_recursive"]
+
+
+def test_reference_solutions_pass_their_tests(prepared, tmp_path):
+    """The rows are runnable: the reference solution as module `solution` passes the row's tests (a sample)."""
+    out, _ = prepared
+    df = _frames(out)["val"].head(4)
+    for e in df.extra_info:
+        d = tmp_path / e["question_id"]
+        d.mkdir()
+        (d / "solution.py").write_text(e["reference_solution"])
+        test = e["test_code"] if e["tests_import_solution"] else "from solution import *\n" + e["test_code"]
+        (d / "test_row.py").write_text(test)
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "test_row.py"],
+                              cwd=d, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, (e["question_id"], proc.stdout[-2000:])
+
+
+def test_slices_deterministic(shipped, prepared, tmp_path):
+    out, _ = prepared
+    prepare_kodcode(shipped, out_dir=tmp_path, val_fraction=0.1, heldout_fraction=0.1, seed=0)
+    for s in ("train", "val", "heldout"):
+        assert pq.read_table(tmp_path / f"{s}.parquet").equals(pq.read_table(out / f"{s}.parquet"))
+
+
+BAD = {
+    "kodcode_missing_tests.json": ("test_code", "missing"),
+    "kodcode_bad_solution.json": ("solution", "not valid Python"),
+    "kodcode_duplicate_id.json": ("question_id", "duplicate question_id"),
+    "kodcode_test_info_type.json": ("test_info", "expected a list or null"),
+}
+
+
+def _third_record_line(path: Path) -> int:
+    lines = path.read_text().splitlines()
+    starts = [i + 1 for i, ln in enumerate(lines) if ln == "  {"]
+    return starts[2]
+
+
+@pytest.mark.parametrize("fixture", sorted(BAD))
+def test_bad_record_error_mode(fixture, tmp_path):
+    field, words = BAD[fixture]
+    path = FIXTURES / fixture
+    with pytest.raises(DataError) as exc:
+        prepare_kodcode([str(path)], out_dir=tmp_path / "out", val_fraction=0.3, heldout_fraction=0.3, seed=0)
+    assert (exc.value.file, exc.value.line, exc.value.field) == (str(path), _third_record_line(path), field)
+    assert words in str(exc.value) and str(exc.value).startswith(f"{path}:{exc.value.line}: field '{field}'")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fixture", sorted(BAD))
+def test_bad_record_quarantine_mode(fixture, tmp_path):
+    field, words = BAD[fixture]
+    path = FIXTURES / fixture
+    # two good records cannot fill three slices; add the shipped file so the slices are non-empty
+    shipped = str(Path(__file__).resolve().parents[1] / "data/kodcode/KodCode_algorithm_100_1741212598.json")
+    summary = prepare_kodcode([shipped, str(path)], out_dir=tmp_path, val_fraction=0.3, heldout_fraction=0.3,
+                              seed=0, on_bad_record="quarantine")
+    rejects = [json.loads(x) for x in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["file"], r["line"], r["field"]) for r in rejects] == [(str(path), _third_record_line(path), field)]
+    assert words in rejects[0]["reason"]
+    assert summary["rejected"] == 1 and summary["rejected_by_field"] == {field: 1}
+    assert summary["accepted"] + summary["filtered"] + summary["rejected"] == summary["records_read"] == 31 + 3
+    for name in OUTPUTS:
+        assert (tmp_path / name).is_file()
+
+
+def test_broken_array_always_stops(tmp_path):
+    path = FIXTURES / "kodcode_broken_array.json"
+    for mode in ("error", "quarantine"):
+        with pytest.raises(DataError) as exc:
+            prepare_kodcode([str(path)], out_dir=tmp_path / mode, val_fraction=0.3, heldout_fraction=0.3, seed=0,
+                            on_bad_record=mode)
+        assert exc.value.line == 21 and exc.value.field == "(json)"
+        assert not (tmp_path / mode).exists()
+
+
+def test_jsonl_input_with_test_alias(tmp_path, shipped):
+    recs = json.loads(Path(shipped[1]).read_text())[:12]
+    lines = []
+    for r in recs:
+        r = {k: r[k] for k in ("question_id", "question", "solution", "test_info")} | {"test": r["test_code"]}
+        lines.append(json.dumps(r))
+    lines.insert(5, "{not json")
+    src = tmp_path / "kc.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    summary = prepare_kodcode([str(src)], out_dir=tmp_path / "o", val_fraction=0.2, heldout_fraction=0.2, seed=0,
+                              on_bad_record="quarantine")
+    assert summary["rejected"] == 1 and summary["records_read"] == 13
+    rej = json.loads((tmp_path / "o/rejects.jsonl").read_text())
+    assert rej["line"] == 6 and rej["field"] == "(json)"
