@@ -1,0 +1,425 @@
+"""DHRCL rewards for KodCode (dense hierarchical rewards, combined per curriculum stage).
+
+Components of one completion ``y`` (its code is the last fenced ```python block when there is one):
+
+* ``r_syntax``: tree-sitter (Python grammar) top-level units of the module; a unit is valid iff its subtree has
+  no error node; weights are the units' token lengths (policy tokenizer when given, else bytes);
+  ``sum(w v) / sum(w)``, 0 when no unit.
+* ``r_exec``: 1 if the solution module imports (runs) without error within the sandbox limits.
+* ``r_pass``: passed / collected tests (KodCode's pytest harness in :mod:`codegrpo.execution`).
+* ``r_ast``: similarity of normalised ASTs against the reference solution (``1 - TED / max size`` with apted,
+  node-capped; or Jaccard over parent->child node-type pairs); 0 if ``y`` does not parse strictly.
+
+Stage combinations (``a_*`` are means over the **whole rollout batch**, which is why this is a batch scorer):
+
+* stage 1: ``r_pass + r_syntax + a_syntax * (r_exec + r_ast)``
+* stage 2: ``r_pass + r_exec + a_exec * (r_syntax + r_ast)``
+* stage 3 (reconstructed): ``r_pass + r_ast + a_pass * (r_syntax + r_exec)``; alternative
+  ``stage3_form="secondary"``: ``r_pass + a_pass * (r_ast + r_syntax + r_exec)``
+
+Variants: ``full`` (stage from the curriculum), ``no_ast`` (r_ast removed from every formula), ``no_curriculum``
+(stage 3 from step 0), ``fixed_schedule`` and ``uniform_weights`` (reward as ``full``; they change the schedule
+and the token weights), baselines ``binary`` (all tests pass), ``pass_rate`` (r_pass) and ``static_dense``
+(fixed-weight sum of the four components).
+
+Every sample returns the same keys: ``score``, the four components, ``a_syntax``, ``a_exec``, ``a_pass``,
+``stage``, ``all_passed``, ``timed_out``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+log = logging.getLogger(__name__)
+
+DATA_SOURCE = "kodcode"
+VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
+            "static_dense")
+RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
+               "all_passed", "timed_out")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class DHRCLRewardConfig:
+    """Reward settings; the defaults marked (reconstructed) are this project's choices (docs/dhrcl.md)."""
+
+    variant: str = "full"
+    stage3_form: str = "structure"  # (reconstructed) "structure" | "secondary"
+    ast_method: str = "ted"  # (reconstructed) "ted" | "jaccard"
+    ast_node_cap: int = 400  # (reconstructed) larger trees are cut to their first nodes in preorder
+    static_weights: dict = field(default_factory=lambda: {"pass": 1.0, "exec": 0.5, "syntax": 0.25, "ast": 0.25})
+    timeout_s: float = 10.0
+    tokenizer_path: str | None = None
+    stage: int | None = None  # explicit stage (tests, evaluation); else the stage provider / env
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict | None) -> "DHRCLRewardConfig":
+        kw = dict(kwargs or {})
+        cfg = cls()
+        env_variant = os.environ.get("CODEGRPO_DHRCL_VARIANT")
+        if env_variant:
+            cfg.variant = env_variant
+        for name in ("variant", "stage3_form", "ast_method", "ast_node_cap", "timeout_s", "tokenizer_path",
+                     "stage"):
+            if kw.get(name) is not None:
+                setattr(cfg, name, kw[name])
+        if kw.get("static_weights") is not None:
+            cfg.static_weights = {**cfg.static_weights, **dict(kw["static_weights"])}
+        for name in ("pass", "exec", "syntax", "ast"):  # flat form: static_w_pass=...
+            if kw.get(f"static_w_{name}") is not None:
+                cfg.static_weights[name] = float(kw[f"static_w_{name}"])
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown DHRCL variant {self.variant!r}; one of {', '.join(VARIANTS)}")
+        if self.stage3_form not in ("structure", "secondary"):
+            raise ValueError(f"stage3_form must be 'structure' or 'secondary', got {self.stage3_form!r}")
+        if self.ast_method not in ("ted", "jaccard"):
+            raise ValueError(f"ast_method must be 'ted' or 'jaccard', got {self.ast_method!r}")
+        if self.stage is not None and int(self.stage) not in (1, 2, 3):
+            raise ValueError(f"stage must be 1, 2 or 3, got {self.stage!r}")
+        self.ast_node_cap = int(self.ast_node_cap)
+        self.timeout_s = float(self.timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Stage source: the curriculum sets it (through a provider callable registered by the trainer side)
+# ---------------------------------------------------------------------------------------------------------
+_STAGE_PROVIDER: Callable[[], int] | None = None
+
+
+def set_stage_provider(fn: Callable[[], int] | None) -> None:
+    """Install the function that returns the current curriculum stage (the verl adapter reads a Ray actor)."""
+    global _STAGE_PROVIDER
+    _STAGE_PROVIDER = fn
+
+
+def current_stage(cfg: DHRCLRewardConfig) -> int:
+    if cfg.variant == "no_curriculum":
+        return 3
+    if cfg.stage is not None:
+        return int(cfg.stage)
+    if _STAGE_PROVIDER is not None:
+        return int(_STAGE_PROVIDER())
+    env = os.environ.get("CODEGRPO_DHRCL_STAGE")
+    return int(env) if env else 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Code extraction
+# ---------------------------------------------------------------------------------------------------------
+_FENCE = re.compile(r"```[ \t]*(python3?|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+def extract_code(completion: str) -> str:
+    """The last fenced ```python block of a completion (an unterminated last block counts), else the text."""
+    blocks = _FENCE.findall(completion or "")
+    if blocks:
+        return blocks[-1][1].strip("\n")
+    return (completion or "").strip("\n")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# r_syntax
+# ---------------------------------------------------------------------------------------------------------
+_TS_LOCAL = threading.local()
+
+
+def _ts_parser():
+    parser = getattr(_TS_LOCAL, "parser", None)
+    if parser is None:
+        import tree_sitter_python
+        from tree_sitter import Language, Parser
+
+        parser = Parser(Language(tree_sitter_python.language()))
+        _TS_LOCAL.parser = parser
+    return parser
+
+
+def syntax_units(code: str) -> list[tuple[str, bool]]:
+    """(unit text, valid) for each named top-level child of the module (comments excluded)."""
+    data = code.encode("utf-8", "surrogatepass")
+    tree = _ts_parser().parse(data)
+    units = []
+    for node in tree.root_node.children:
+        if not node.is_named or node.type == "comment":
+            continue
+        text = data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+        units.append((text, not node.has_error))
+    return units
+
+
+def r_syntax(code: str, tokenizer: Any = None) -> float:
+    units = syntax_units(code)
+    if not units:
+        return 0.0
+    total = valid = 0
+    for text, ok in units:
+        if tokenizer is not None:
+            w = len(tokenizer.encode(text, add_special_tokens=False))
+        else:
+            w = len(text.encode("utf-8", "surrogatepass"))
+        total += w
+        valid += w if ok else 0
+    return valid / total if total else 0.0
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def load_tokenizer(path: str | None):
+    if not path:
+        return None
+    tok = _TOKENIZERS.get(path)
+    if tok is None:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(path)
+        _TOKENIZERS[path] = tok
+    return tok
+
+
+# ---------------------------------------------------------------------------------------------------------
+# r_ast
+# ---------------------------------------------------------------------------------------------------------
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+class _Normaliser(ast.NodeTransformer):
+    """Drop docstrings, rename identifiers canonically (order of first appearance), constants -> their type."""
+
+    def __init__(self):
+        self.names: dict[str, str] = {}
+
+    def _canon(self, name: str) -> str:
+        if name in _BUILTIN_NAMES:
+            return name
+        if name not in self.names:
+            self.names[name] = f"v{len(self.names)}"
+        return self.names[name]
+
+    @staticmethod
+    def _drop_docstring(body: list) -> list:
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            return body[1:] or [ast.Pass()]
+        return body
+
+    def _named(self, node):
+        node.name = self._canon(node.name)
+        if hasattr(node, "body") and isinstance(node.body, list):
+            node.body = self._drop_docstring(node.body)
+        return self.generic_visit(node)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _named
+
+    def visit_Module(self, node):
+        node.body = self._drop_docstring(node.body)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        node.id = self._canon(node.id)
+        return node
+
+    def visit_arg(self, node):
+        node.arg = self._canon(node.arg)
+        node.annotation = self.visit(node.annotation) if node.annotation is not None else None
+        return node
+
+    def visit_alias(self, node):
+        if node.asname:
+            node.asname = self._canon(node.asname)
+        return node
+
+    def visit_Constant(self, node):
+        node.value = type(node.value).__name__
+        return node
+
+
+def normalised_ast(code: str) -> ast.AST | None:
+    """Strictly parsed and normalised AST, or None when the code does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _Normaliser().visit(tree)
+
+
+def _label(node: ast.AST) -> str:
+    name = type(node).__name__
+    for attr in ("id", "arg", "name", "attr", "asname"):
+        val = getattr(node, attr, None)
+        if isinstance(val, str):
+            return f"{name}:{val}"
+    if isinstance(node, ast.Constant):
+        return f"Constant:{node.value}"
+    if isinstance(node, (ast.operator, ast.boolop, ast.cmpop, ast.unaryop, ast.expr_context)):
+        return name
+    return name
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    return [c for c in ast.iter_child_nodes(node) if not isinstance(c, ast.expr_context)]
+
+
+def _apted_tree(root: ast.AST, cap: int):
+    """apted Tree of the AST, cut to the first ``cap`` nodes in preorder; returns (tree, size)."""
+    from apted.helpers import Tree
+
+    count = 0
+
+    def build(node):
+        nonlocal count
+        count += 1
+        kids = []
+        for child in _children(node):
+            if count >= cap:
+                break
+            kids.append(build(child))
+        return Tree(_label(node), *kids)
+
+    tree = build(root)
+    return tree, count
+
+
+def ast_similarity_ted(a: ast.AST, b: ast.AST, node_cap: int = 400) -> float:
+    from apted import APTED
+
+    ta, na = _apted_tree(a, node_cap)
+    tb, nb = _apted_tree(b, node_cap)
+    dist = APTED(ta, tb).compute_edit_distance()
+    return max(0.0, 1.0 - dist / max(na, nb, 1))
+
+
+def _edge_set(root: ast.AST) -> set[tuple[str, str]]:
+    out = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in _children(node):
+            out.add((type(node).__name__, type(child).__name__))
+            stack.append(child)
+    return out
+
+
+def ast_similarity_jaccard(a: ast.AST, b: ast.AST) -> float:
+    ea, eb = _edge_set(a), _edge_set(b)
+    if not ea and not eb:
+        return 1.0
+    return len(ea & eb) / len(ea | eb)
+
+
+def r_ast(code: str, reference: str, method: str = "ted", node_cap: int = 400) -> float:
+    cand = normalised_ast(code)
+    if cand is None:
+        return 0.0
+    ref = normalised_ast(reference or "")
+    if ref is None:
+        return 0.0
+    if method == "jaccard":
+        return ast_similarity_jaccard(cand, ref)
+    return ast_similarity_ted(cand, ref, node_cap)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Combination
+# ---------------------------------------------------------------------------------------------------------
+def combine(comp: dict[str, float], a: dict[str, float], stage: int, cfg: DHRCLRewardConfig) -> float:
+    """The scalar reward of one sample given its components, the batch means and the stage."""
+    rp, re_, rs, ra = comp["r_pass"], comp["r_exec"], comp["r_syntax"], comp["r_ast"]
+    v = cfg.variant
+    if v == "binary":
+        return float(comp["all_passed"])
+    if v == "pass_rate":
+        return rp
+    if v == "static_dense":
+        w = cfg.static_weights
+        return w["pass"] * rp + w["exec"] * re_ + w["syntax"] * rs + w["ast"] * ra
+    if v == "no_ast":
+        ra = 0.0
+    if stage == 1:
+        return rp + rs + a["a_syntax"] * (re_ + ra)
+    if stage == 2:
+        return rp + re_ + a["a_exec"] * (rs + ra)
+    if cfg.stage3_form == "secondary":
+        return rp + a["a_pass"] * (ra + rs + re_)
+    return rp + ra + a["a_pass"] * (rs + re_)
+
+
+def batch_means(comps: Sequence[dict[str, float]]) -> dict[str, float]:
+    n = max(len(comps), 1)
+    return {"a_syntax": sum(c["r_syntax"] for c in comps) / n, "a_exec": sum(c["r_exec"] for c in comps) / n,
+            "a_pass": sum(c["r_pass"] for c in comps) / n}
+
+
+def _reference(gt: Any, extra: dict | None) -> tuple[str, str]:
+    """(test code, reference solution) from a row's ground truth and extra_info."""
+    extra = extra or {}
+    tests = extra.get("test_code") or (gt if isinstance(gt, str) else "")
+    if isinstance(gt, dict):
+        tests = gt.get("test_code") or tests
+    if not tests:
+        raise ValueError("kodcode sample without tests: ground_truth and extra_info['test_code'] are empty")
+    return tests, extra.get("reference_solution") or ""
+
+
+def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], cfg: DHRCLRewardConfig,
+               sandbox=None) -> list[dict[str, float]]:
+    """The four components of every sample (tests run in parallel on the sandbox pool, duplicates once)."""
+    from codegrpo import execution
+
+    sb = sandbox or execution.default_sandbox()
+    uniq: dict[tuple[str, str], int] = {}
+    for c, t in zip(codes, tests):
+        uniq.setdefault((c, t), len(uniq))
+    pairs = list(uniq)
+    runs = sb.run_tests_many(pairs, timeout_s=cfg.timeout_s)
+    tok = load_tokenizer(cfg.tokenizer_path)
+    out = []
+    for c, t, ref in zip(codes, tests, refs):
+        res = runs[uniq[(c, t)]]
+        rs = r_syntax(c, tok) if c.strip() else 0.0
+        ra = r_ast(c, ref, cfg.ast_method, cfg.ast_node_cap) if (c.strip() and ref) else 0.0
+        out.append({"r_syntax": rs, "r_exec": float(res.executed), "r_pass": res.pass_rate if res.executed else 0.0,
+                    "r_ast": ra, "all_passed": float(res.all_passed and res.executed),
+                    "timed_out": float(res.timed_out)})
+    return out
+
+
+def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[dict | None],
+                sandbox=None, **kwargs) -> list[dict[str, float]]:
+    """Registry batch function for ``kodcode``: one result dict per sample, all with :data:`RESULT_KEYS`."""
+    cfg = DHRCLRewardConfig.from_kwargs(kwargs)
+    stage = current_stage(cfg)
+    codes = [extract_code(s) for s in solution_strs]
+    tests, refs = zip(*[_reference(g, e) for g, e in zip(ground_truths, extra_infos)]) if codes else ((), ())
+    comps = components(codes, tests, refs, cfg, sandbox=sandbox)
+    a = batch_means(comps)
+    out = []
+    for comp in comps:
+        res = {"score": combine(comp, a, stage, cfg), "r_syntax": comp["r_syntax"], "r_exec": comp["r_exec"],
+               "r_pass": comp["r_pass"], "r_ast": comp["r_ast"], **a, "stage": float(stage),
+               "all_passed": comp["all_passed"], "timed_out": comp["timed_out"]}
+        out.append({k: float(res[k]) for k in RESULT_KEYS})
+    return out
+
+
+def _register() -> None:
+    from codegrpo.rewards import register
+
+    register(DATA_SOURCE, batch_fn=score_batch, keys=RESULT_KEYS)
+
+
+_register()
