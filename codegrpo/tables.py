@@ -267,10 +267,29 @@ def to_latex(t: Table) -> str:
     return "\n".join(out) + "\n"
 
 
+def to_html(t: Table) -> str:
+    """A standalone HTML page of the table (embedded in the Snakemake report)."""
+    from html import escape
+
+    head = "".join(f"<th>{escape(c)}</th>" for c in t.columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(t.cell(r, c))}</td>" for c in t.columns) + "</tr>"
+                   for r in t.rows)
+    notes = "".join(f"<li>{escape(n)}</li>" for n in t.notes)
+    style = ("table{border-collapse:collapse;font:12px sans-serif}td,th{border:1px solid #ccc;padding:2px 6px}"
+             "td{text-align:right}td:first-child{text-align:left}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(t.title)}</title>"
+            f"<style>{style}</style></head><body><h3>{escape(t.title)}</h3><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table><ul>{notes}</ul></body></html>\n")
+
+
+FORMATS = ("md", "csv", "tex", "html")
+
+
 def write_table(t: Table, out_dir: str | os.PathLike) -> list[Path]:
+    """Write ``<name>.md``, ``.csv``, ``.tex`` and ``.html`` (the report's copy) into ``out_dir``."""
     out_dir = Path(out_dir)
     paths = []
-    for ext, fn in (("md", to_markdown), ("csv", to_csv), ("tex", to_latex)):
+    for ext, fn in (("md", to_markdown), ("csv", to_csv), ("tex", to_latex), ("html", to_html)):
         p = out_dir / f"{t.name}.{ext}"
         with atomic_open(p) as fh:
             fh.write(fn(t))

@@ -1,1 +1,197 @@
-# Stage: evaluate. Rules, target rule `evaluate`, and the files it registers with register_targets().
+# Stage: evaluate. SK2Decompile re-executability on HumanEval-Decompile (gold / Ghidra rows and the configured
+# two-phase model systems), identifier quality (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on
+# the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
+# Target rule: `evaluate`. Library code: codegrpo/eval/ (docs/evaluation.md).
+import re
+
+EVAL = config["evaluate"]
+EVAL_DEC = EVAL["decompile"]
+EVAL_GEN = EVAL["codegen"]
+EVAL_SYSTEMS = {s["name"]: s for s in EVAL_DEC["systems"]}
+
+
+def eval_alternatives(names):
+    """A wildcard regex matching exactly the given names (nothing when the list is empty)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def run_model_dir(run):
+    """The Hugging Face model folder a training run exports."""
+    return res("runs", run, "hf")
+
+
+def eval_cpu_resources():
+    """The evaluate stage's resources without a GPU (rows that only compile and run programs)."""
+    return {
+        k: v
+        for k, v in stage_resources("evaluate").items()
+        if k not in ("gpu", "gpu_model")
+    }
+
+
+def eval_targets():
+    files = [
+        res("eval", name, "humaneval_decompile.json")
+        for name in EVAL_DEC["baselines"] + list(EVAL_SYSTEMS)
+    ]
+    if EVAL_DEC["bringupbench"]["enabled"]:
+        files.append(res("eval", "bringupbench", "identifier.json"))
+    runs = EVAL_GEN["runs"] + (["reference"] if EVAL_GEN["reference"] else [])
+    files += [
+        res("eval", run, f"{b}.json") for run in runs for b in EVAL_GEN["benchmarks"]
+    ]
+    return files
+
+
+def codegen_data(wildcards):
+    if wildcards.benchmark == "kodcode_heldout":
+        return {"data": res("data", "kodcode", "heldout.parquet")}
+    return {}
+
+
+rule eval_decompile_baseline:
+    input:
+        data=EVAL_DEC["data"],
+    output:
+        res("eval", "{baseline}", "humaneval_decompile.json"),
+    log:
+        logpath("eval_decompile_baseline", "{baseline}.log"),
+    wildcard_constraints:
+        baseline=eval_alternatives(EVAL_DEC["baselines"]),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **eval_cpu_resources(),
+    params:
+        levels=EVAL_DEC["levels"],
+        tasks_per_level=EVAL_DEC["baseline_tasks_per_level"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL["sandbox"],
+    script:
+        "../workflow_scripts/eval_decompile_baseline.py"
+
+
+rule eval_decompile_system:
+    input:
+        unpack(
+            lambda wc: {
+                "data": EVAL_DEC["data"],
+                "skeleton": run_model_dir(EVAL_SYSTEMS[wc.system]["skeleton"]),
+                **(
+                    {"skin": run_model_dir(EVAL_SYSTEMS[wc.system]["skin"])}
+                    if EVAL_SYSTEMS[wc.system].get("skin")
+                    else {}
+                ),
+            }
+        ),
+    output:
+        res("eval", "{system}", "humaneval_decompile.json"),
+    log:
+        logpath("eval_decompile_system", "{system}.log"),
+    wildcard_constraints:
+        system=eval_alternatives(list(EVAL_SYSTEMS)),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **stage_resources("evaluate"),
+    params:
+        system=lambda wc: EVAL_SYSTEMS[wc.system],
+        levels=EVAL_DEC["levels"],
+        tasks_per_level=EVAL_DEC["tasks_per_level"],
+        max_new_tokens=EVAL_DEC["max_new_tokens"],
+        style=EVAL_DEC["clang_format_style"],
+        identifier=EVAL_DEC["identifier"],
+        embedding=EVAL_DEC["embedding"],
+        backend=EVAL["backend"],
+        use_chat_template=EVAL["use_chat_template"],
+        batch_size=EVAL["batch_size"],
+        max_prompt_tokens=EVAL["max_prompt_tokens"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL["sandbox"],
+        seed=config["seed"],
+    script:
+        "../workflow_scripts/eval_decompile_system.py"
+
+
+rule eval_bringupbench:
+    input:
+        data=EVAL_DEC["bringupbench"]["data"],
+    output:
+        res("eval", "bringupbench", "identifier.json"),
+    log:
+        logpath("eval_bringupbench", "identifier.log"),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: 1
+    resources:
+        **eval_cpu_resources(),
+    params:
+        limit=EVAL_DEC["bringupbench"]["limit"],
+        embedding=EVAL_DEC["embedding"],
+    script:
+        "../workflow_scripts/eval_bringupbench.py"
+
+
+rule eval_codegen_reference:
+    input:
+        unpack(codegen_data),
+    output:
+        res("eval", "reference", "{benchmark}.json"),
+    log:
+        logpath("eval_codegen_reference", "{benchmark}.log"),
+    wildcard_constraints:
+        benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **eval_cpu_resources(),
+    params:
+        limit=EVAL_GEN["limit"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL["sandbox"],
+    script:
+        "../workflow_scripts/eval_codegen_reference.py"
+
+
+rule eval_codegen:
+    input:
+        unpack(lambda wc: {"model": run_model_dir(wc.run), **codegen_data(wc)}),
+    output:
+        res("eval", "{run}", "{benchmark}.json"),
+    log:
+        logpath("eval_codegen", "{run}.{benchmark}.log"),
+    wildcard_constraints:
+        run=eval_alternatives(EVAL_GEN["runs"]),
+        benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **stage_resources("evaluate"),
+    params:
+        limit=EVAL_GEN["limit"],
+        n_samples=EVAL_GEN["n_samples"],
+        ks=EVAL_GEN["ks"],
+        temperature=EVAL_GEN["temperature"],
+        top_p=EVAL_GEN["top_p"],
+        max_new_tokens=EVAL_GEN["max_new_tokens"],
+        backend=EVAL["backend"],
+        use_chat_template=EVAL["use_chat_template"],
+        batch_size=EVAL["batch_size"],
+        max_prompt_tokens=EVAL["max_prompt_tokens"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL["sandbox"],
+        seed=config["seed"],
+    script:
+        "../workflow_scripts/eval_codegen.py"
+
+
+EVAL_TARGETS = register_targets("evaluate", eval_targets())
+
+
+rule evaluate:
+    input:
+        EVAL_TARGETS,

@@ -1,1 +1,133 @@
-# Stage: tables. Rules, target rule `tables`, and the files it registers with register_targets().
+# Stage: tables. Paper tables (results/tables/<name>.{md,csv,tex,html}) and report figures, built from the
+# evaluation outputs (results/eval/) and the training runs' metrics files only. Target rule: `tables`.
+# Library code: codegrpo/tables.py, codegrpo/plots.py (docs/evaluation.md). `snakemake --report report.html`
+# embeds everything marked report() below.
+TABLES = config["tables"]
+TABLE_NAMES = ("reexec", "ablation", "dhrcl", "identifier")
+TABLE_FORMATS = ("md", "csv", "tex")
+
+
+def eval_decompile_files():
+    return [f for f in EVAL_TARGETS if f.endswith("humaneval_decompile.json")]
+
+
+def eval_codegen_files():
+    return [
+        f
+        for f in EVAL_TARGETS
+        if os.path.basename(f)[: -len(".json")] in EVAL_GEN["benchmarks"]
+    ]
+
+
+rule tables_build:
+    input:
+        results=EVAL_TARGETS,
+        published=TABLES["published"] or [],
+    output:
+        **{
+            f"{name}_{ext}": res("tables", f"{name}.{ext}")
+            for name in TABLE_NAMES
+            for ext in TABLE_FORMATS
+        },
+        **{
+            f"{name}_html": report(
+                res("tables", f"{name}.html"),
+                caption=f"../report/table_{name}.rst",
+                category="Paper tables",
+            )
+            for name in TABLE_NAMES
+        },
+    log:
+        logpath("tables_build", "tables.log"),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: 1
+    resources:
+        **stage_resources("tables"),
+    params:
+        benchmarks=EVAL_GEN["benchmarks"],
+    script:
+        "../workflow_scripts/tables_build.py"
+
+
+rule report_reexec:
+    input:
+        results=eval_decompile_files(),
+        published=TABLES["published"] or [],
+    output:
+        report(
+            res("report", "reexec_by_level.png"),
+            caption="../report/reexec.rst",
+            category="Evaluation",
+        ),
+    log:
+        logpath("report_reexec", "reexec.log"),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: 1
+    resources:
+        **stage_resources("tables"),
+    script:
+        "../workflow_scripts/report_reexec.py"
+
+
+rule report_codegen:
+    input:
+        results=eval_codegen_files(),
+    output:
+        report(
+            res("report", "codegen.png"),
+            caption="../report/codegen.rst",
+            category="Evaluation",
+        ),
+    log:
+        logpath("report_codegen", "codegen.log"),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: 1
+    resources:
+        **stage_resources("tables"),
+    script:
+        "../workflow_scripts/report_codegen.py"
+
+
+rule report_run:
+    input:
+        metrics=res("runs", "{run}", "metrics.jsonl"),
+    output:
+        report(
+            res("report", "runs", "{run}.png"),
+            caption="../report/run.rst",
+            category="Training runs",
+            labels={"run": "{run}"},
+        ),
+    log:
+        logpath("report_run", "{run}.log"),
+    wildcard_constraints:
+        run=eval_alternatives(TABLES["report_runs"]),
+    conda:
+        "../envs/codegrpo.yaml"
+    threads: 1
+    resources:
+        **stage_resources("tables"),
+    params:
+        curriculum=lambda wc: res("runs", wc.run, "curriculum.json"),
+    script:
+        "../workflow_scripts/report_run.py"
+
+
+TABLE_TARGETS = register_targets(
+    "tables",
+    [
+        res("tables", f"{name}.{ext}")
+        for name in TABLE_NAMES
+        for ext in TABLE_FORMATS + ("html",)
+    ]
+    + [res("report", "reexec_by_level.png"), res("report", "codegen.png")]
+    + [res("report", "runs", f"{run}.png") for run in TABLES["report_runs"]],
+)
+
+
+rule tables:
+    input:
+        TABLE_TARGETS,

@@ -98,3 +98,95 @@ def test_bad_result_file_is_named(tmp_path):
 
 def test_latex_escaping():
     assert tables.tex_escape("a_b & 50% #1 → x ± y") == r"a\_b \& 50\% \#1 $\to$ x $\pm$ y"
+
+
+# --------------------------------------------------------------------------------------------------------
+# report figures
+
+
+def _write_metrics(path, steps=12):
+    from codegrpo.verl.metrics import MetricsFile
+
+    mf = MetricsFile(path)
+    for s in range(1, steps + 1):
+        mf.log(s, {"critic/score/mean": s / steps, "actor/kl_loss": 0.01 * s, "actor/pg_loss": -0.1,
+                   "reward/r_syntax/mean": 0.5 + s / 40, "reward/r_exec/mean": s / 30, "timing_s/gen": 1.0})
+        if s % 4 == 0:
+            mf.log(s, {"val-core/kodcode/reward/mean@1": s / 20})
+
+
+def test_plot_run_draws_components_kl_and_transitions(tmp_path):
+    from codegrpo import plots
+
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    metrics.parent.mkdir()
+    _write_metrics(metrics)
+    cur = tmp_path / "run" / "curriculum.json"
+    cur.write_text(json.dumps({"stage": "pass", "transitions": [
+        {"step": 4, "from": "syntax", "to": "execution", "reason": "plateau"},
+        {"step": 9, "from": "execution", "to": "pass", "reason": "max_steps"}]}))
+    out = tmp_path / "fig" / "run.png"
+    info = plots.plot_run(metrics, out, run="dhrcl-full", curriculum_path=cur)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert info["steps"] == 12
+    assert info["panels"]["score"] == ["critic/score/mean"]
+    assert info["panels"]["kl"] == ["actor/kl_loss"]
+    assert set(info["panels"]["component"]) == {"reward/r_syntax/mean", "reward/r_exec/mean"}
+    assert info["panels"]["val"] == ["val-core/kodcode/reward/mean@1"]
+    assert info["transitions"] == [(4, "execution"), (9, "pass")]
+    # a run without a curriculum file (the SK2Decompile stages) still plots
+    assert plots.plot_run(metrics, tmp_path / "b.png", curriculum_path=tmp_path / "none.json")["transitions"] == []
+
+
+def test_read_metrics_names_bad_line(tmp_path):
+    from codegrpo import plots
+
+    bad = tmp_path / "metrics.jsonl"
+    bad.write_text('{"step": 1, "a": 1}\n{"a": 2}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl: line 2"):
+        plots.read_metrics(bad)
+
+
+def test_result_figures(results_dir, tmp_path):
+    from codegrpo import plots
+
+    res = tables.load_results(sorted((results_dir / "eval").glob("*/*.json")))
+    assert plots.plot_reexec(res, tmp_path / "r.png", tables.load_published()) == 3  # gold, ghidra, SK2 published
+    assert plots.plot_codegen(res, tmp_path / "c.png") == 1
+    assert (tmp_path / "r.png").stat().st_size > 1000
+
+
+# --------------------------------------------------------------------------------------------------------
+# the workflow: `snakemake tables` from evaluation outputs, then the offline report
+
+
+@pytest.mark.slow
+def test_snakemake_tables_and_report(repo_root, tmp_path, snakemake_bin):
+    import subprocess
+
+    import yaml
+
+    override = tmp_path / "override.yaml"
+    override.write_text(yaml.safe_dump({
+        "results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs"),
+        "evaluate": {"backend": "transformers", "workers": 2, "decompile": {
+            "tasks_per_level": 1, "baseline_tasks_per_level": 2, "systems": [],
+            "bringupbench": {"enabled": False}},
+            "codegen": {"runs": [], "limit": 2, "benchmarks": ["humaneval"]}},
+        "tables": {"report_runs": []},
+    }))
+    base = [snakemake_bin, "tables", "--cores", "2", "--configfile", "config.yaml", str(override)]
+    run = subprocess.run(base, cwd=repo_root, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    md = (tmp_path / "results" / "tables" / "reexec.md").read_text()
+    assert str(tmp_path / "results" / "eval" / "gold" / "humaneval_decompile.json") in md
+    again = subprocess.run(base + ["--rerun-triggers", "mtime", "input", "params", "-n"], cwd=repo_root,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    report = tmp_path / "report.html"
+    rep = subprocess.run(base + ["--report", str(report)], cwd=repo_root, capture_output=True, text=True,
+                         timeout=300)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    html = report.read_text(errors="replace")
+    assert "<script src=" not in html  # self-contained, works offline
+    assert "reexec.html" in html and "reexec_by_level.png" in html

@@ -357,7 +357,7 @@ BASELINES = {
 
 def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.PathLike, *, levels=LEVELS,
                  tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
-                 cfg: Mapping | None = None) -> dict:
+                 sandbox_limits: Mapping | None = None, cfg: Mapping | None = None) -> dict:
     """Score a row that needs no model: ``gold`` (must be 100%) or ``ghidra`` (the raw decompiler output)."""
     from codegrpo.eval import provenance
     from codegrpo.io import write_json
@@ -369,7 +369,8 @@ def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.Pat
         outputs = {t.key: split_includes(t.c_func)[1][0].strip() + "\n" for t in tasks}
     else:
         outputs = {t.key: t.pseudo for t in tasks}
-    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, desc=f"re-exec {kind}")
+    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
+                          desc=f"re-exec {kind}")
     label, note = BASELINES[kind]
     result = {"kind": "decompile", "benchmark": "humaneval_decompile", "system": kind, "label": label,
               "variant": None, "input_note": note, "data": str(data_path),
@@ -389,7 +390,7 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
                levels=LEVELS, tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
                label: str | None = None, variant: str | None = None, identifier: bool = False,
                embedding: Mapping | None = None, normalizer_style: str = DEFAULT_STYLE,
-               cfg: Mapping | None = None) -> dict:
+               sandbox_limits: Mapping | None = None, cfg: Mapping | None = None) -> dict:
     """Two-phase inference with the given model folders, then re-executability (and identifier quality)."""
     from codegrpo.eval import provenance
     from codegrpo.eval.generate import make_generator
@@ -401,7 +402,8 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
     skin = make_generator(skin_dir, settings, backend) if skin_dir else None
     gen = two_phase(tasks, skeleton, skin, make_normalizer(normalizer_style))
     outputs = {k: v["output"] for k, v in gen.items()}
-    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, desc=f"re-exec {name}")
+    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
+                          desc=f"re-exec {name}")
     for rec in res["records"]:
         g = gen[f"{rec['task_id']}_{rec['opt']}"]
         rec["input"], rec["ir"] = g["input"], g["ir"]

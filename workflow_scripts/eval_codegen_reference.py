@@ -1,0 +1,23 @@
+"""Snakemake script of rule eval_codegen_reference: the reference-solution sanity row of a code benchmark."""
+
+import logging
+
+from codegrpo.eval import log_to
+from codegrpo.eval.codegen import run_reference
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm.log[0])
+try:
+    run_reference(
+        sm.wildcards.benchmark,
+        sm.output[0],
+        kodcode_heldout=sm.input.get("data"),
+        limit=sm.params.limit,
+        workers=sm.threads,
+        timeout=sm.params.timeout_s,
+        sandbox_limits=sm.params.sandbox,
+        cfg=dict(sm.params.items()),
+    )
+except Exception:
+    logging.exception("eval_codegen_reference failed")
+    raise

@@ -1,0 +1,24 @@
+"""Snakemake script of rule eval_decompile_baseline: the gold (sanity) or raw Ghidra row of HumanEval-Decompile."""
+
+import logging
+
+from codegrpo.eval import log_to
+from codegrpo.eval.decompile import run_baseline
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm.log[0])
+try:
+    run_baseline(
+        sm.wildcards.baseline,
+        sm.input.data,
+        sm.output[0],
+        levels=tuple(sm.params.levels),
+        tasks_per_level=sm.params.tasks_per_level,
+        workers=sm.threads,
+        timeout=sm.params.timeout_s,
+        sandbox_limits=sm.params.sandbox,
+        cfg=dict(sm.params.items()),
+    )
+except Exception:
+    logging.exception("eval_decompile_baseline failed")
+    raise

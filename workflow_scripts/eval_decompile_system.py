@@ -1,0 +1,49 @@
+"""Snakemake script of rule eval_decompile_system: two-phase inference + re-executability of one model system."""
+
+import logging
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from codegrpo.eval import log_to  # noqa: E402
+from codegrpo.eval.decompile import run_system  # noqa: E402
+from codegrpo.eval.generate import GenerationSettings  # noqa: E402
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm.log[0])
+p = sm.params
+try:
+    settings = GenerationSettings(
+        max_new_tokens=p.max_new_tokens,
+        temperature=0.0,
+        n=1,
+        batch_size=p.batch_size,
+        max_prompt_tokens=p.max_prompt_tokens,
+        use_chat_template=p.use_chat_template,
+        seed=p.seed,
+    )
+    system = p.system
+    run_system(
+        system["name"],
+        sm.input.skeleton,
+        sm.input.get("skin"),
+        sm.input.data,
+        sm.output[0],
+        settings=settings,
+        backend=p.backend,
+        levels=tuple(p.levels),
+        tasks_per_level=p.tasks_per_level,
+        workers=sm.threads,
+        timeout=p.timeout_s,
+        sandbox_limits=p.sandbox,
+        label=system.get("label"),
+        variant=system.get("variant"),
+        identifier=p.identifier and bool(system.get("skin")),
+        embedding=p.embedding,
+        normalizer_style=p.style,
+        cfg=dict(p.items()),
+    )
+except Exception:
+    logging.exception("eval_decompile_system failed")
+    raise

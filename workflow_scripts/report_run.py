@@ -1,0 +1,16 @@
+"""Snakemake script of rule report_run: one training run's reward components, KL and curriculum (report figure)."""
+
+import logging
+
+from codegrpo.eval import log_to
+from codegrpo.plots import plot_run
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm.log[0])
+try:
+    info = plot_run(sm.input.metrics, sm.output[0], run=sm.wildcards.run, curriculum_path=sm.params.curriculum)
+    logging.info("run %s: %d steps, panels %s, transitions %s", sm.wildcards.run, info["steps"], info["panels"],
+                 info["transitions"])
+except Exception:
+    logging.exception("report_run failed")
+    raise
