@@ -8,25 +8,16 @@ DATA_CFG = config["data"]
 DATASET_RE = "|".join(re.escape(name) for name in DATASETS)
 
 
-def data_sources(stage, role):
-    """Names of the configured datasets that feed `role` (rl/sft) parquet files of `stage`."""
-    return [
+# (stage, role) -> names of the configured datasets that feed that parquet pair.
+DATA_SOURCES = {
+    (stage, role): [
         name
         for name, ds in DATASETS.items()
         if ds["stage"] == stage and role in ds["roles"]
     ]
-
-
-def data_parquet_targets():
-    files = []
-    for role in ("rl", "sft"):
-        for stage in ("skeleton", "skin"):
-            if data_sources(stage, role):
-                files += [
-                    res("data", role, f"{stage}.{split}.parquet")
-                    for split in ("train", "val")
-                ]
-    return files
+    for stage in ("skeleton", "skin")
+    for role in ("rl", "sft")
+}
 
 
 rule data_ingest:
@@ -101,7 +92,7 @@ rule data_parquet:
     input:
         lambda wc: [
             res("data", name, "records.jsonl")
-            for name in data_sources(wc.stage, wc.role)
+            for name in DATA_SOURCES[(wc.stage, wc.role)]
         ],
     output:
         train=res("data", "{role}", "{stage}.train.parquet"),
@@ -149,7 +140,12 @@ rule data_kodcode:
 DATA_TARGETS = register_targets(
     "data",
     [res("data", name, "summary.json") for name in DATASETS]
-    + data_parquet_targets()
+    + [
+        res("data", role, f"{stage}.{split}.parquet")
+        for (stage, role), names in DATA_SOURCES.items()
+        if names
+        for split in ("train", "val")
+    ]
     + [
         res("data", "kodcode", f"{split}.parquet")
         for split in ("train", "val", "heldout")
