@@ -172,3 +172,15 @@ def test_scratch_is_in_ram_and_removed():
 def test_bad_mode():
     with pytest.raises(ValueError, match="exact"):
         CompileEngine(mode="turbo")
+
+
+def test_env_from_config_round_trip(monkeypatch):
+    from codegrpo.rewards.compile import engine_from_env, env_from_config
+
+    env = env_from_config({"mode": "exact", "workers": 3, "cache_size": 10})
+    assert env == {"CODEGRPO_COMPILE_MODE": "exact", "CODEGRPO_COMPILE_WORKERS": "3", "CODEGRPO_COMPILE_CACHE_SIZE": "10"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with engine_from_env() as eng:
+        assert (eng.mode, eng.workers, eng.cache_size) == ("exact", 3, 10)
+    assert env_from_config({"mode": "fast", "workers": None}) == {"CODEGRPO_COMPILE_MODE": "fast"}

@@ -232,3 +232,21 @@ def test_identifier_reward_through_the_registry(server, monkeypatch, data_dir):
         assert out2[0]["score"] == pytest.approx(out[3]["score"], abs=1e-5)
     finally:
         E.reset_embedders()
+
+
+def test_embedding_config_merges_stage_overrides(repo_root):
+    from codegrpo.config import load_config
+
+    cfg = load_config(repo_root / "config.yaml")
+    merged = E.embedding_config(cfg, "skin_rl")
+    assert merged["backend"] == "local" and merged["serve"] is False
+    paper = E.embedding_config(load_config(repo_root / "config" / "paper.yaml"), "skin_rl")
+    assert paper["backend"] == "openai" and paper["serve"] is True and "{port}" in paper["server_command"]
+    env = E.env_from_config(paper)
+    assert env["CODEGRPO_EMBEDDING_MODEL"] == "Qwen3-Embedding-0.6B" and "CODEGRPO_EMBEDDING_SERVE" not in env
+    s = E.settings_from_env(environ=env)
+    assert (s.backend, s.chunk_size, s.max_retries) == ("openai", 512, 6)
+    bad = {"embedding": {}, "skin_rl": {"embedding": {"colour": 1}}}
+    with pytest.raises(E.EmbeddingError, match="skin_rl.embedding.*colour"):
+        E.embedding_config(bad, "skin_rl")
+    assert E.embedding_config({"embedding": {"backend": "local"}, "s": {"embedding_server": True}}, "s")["serve"]

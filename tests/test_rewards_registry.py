@@ -96,3 +96,10 @@ def test_bad_results_are_clear_errors(temp_sources):
         R.compute_score_batch(["t_short"], ["a", "b"], ["a"], [None])
     with pytest.raises(ValueError):
         R.register("t_none")
+
+
+def test_forward_env_selects_reward_variables():
+    env = {"CODEGRPO_EMBEDDING_API_BASE": "u", "CODEGRPO_COMPILE_MODE": "exact", "QWEN3_EMBEDDING_API_KEY": "k",
+           "OPENAI_API_KEY": "o", "PATH": "/bin", "HOME": "/root"}
+    assert set(R.forward_env(env)) == {"CODEGRPO_EMBEDDING_API_BASE", "CODEGRPO_COMPILE_MODE",
+                                       "QWEN3_EMBEDDING_API_KEY", "OPENAI_API_KEY"}

@@ -40,7 +40,21 @@ __all__ = [
     "get_scorer",
     "compute_score",
     "compute_score_batch",
+    "forward_env",
 ]
+
+# Environment variables the reward reads in the process verl scores in (the TaskRunner Ray actor): the training
+# stage must forward them (e.g. Ray runtime_env env_vars).
+FORWARD_ENV_PREFIXES = ("CODEGRPO_EMBEDDING_", "CODEGRPO_COMPILE_", "CODEGRPO_GCC", "QWEN3_EMBEDDING_",
+                        "GTE_EMBEDDING_", "OPENAI_API_KEY", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def forward_env(environ=None) -> dict[str, str]:
+    """The variables of ``environ`` (default ``os.environ``) that configure the rewards."""
+    import os
+
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if k.startswith(FORWARD_ENV_PREFIXES)}
 
 # Modules that register built-in scorers; imported lazily on the first lookup. A module that does not exist
 # (yet) is skipped; one that exists but fails to import raises.

@@ -295,6 +295,13 @@ def engine_from_env() -> CompileEngine:
     )
 
 
+def env_from_config(section: dict) -> dict[str, str]:
+    """``CODEGRPO_COMPILE_*`` variables for the config's ``compile_reward`` section (what training exports)."""
+    names = {"mode": "CODEGRPO_COMPILE_MODE", "workers": "CODEGRPO_COMPILE_WORKERS",
+             "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE", "scratch": "CODEGRPO_COMPILE_SCRATCH"}
+    return {env: str(section[k]) for k, env in names.items() if section.get(k) not in (None, "")}
+
+
 def default_engine() -> CompileEngine:
     """The per-process engine used by the reward scorers (created on first use from the environment)."""
     global _DEFAULT

@@ -151,6 +151,29 @@ def env_from_config(section: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+SERVER_KEYS = ("serve", "server_command", "server_model_path", "server_port", "server_ready_timeout_s")
+
+
+def embedding_config(cfg: Mapping[str, Any], stage: str | None = None) -> dict[str, Any]:
+    """The embedding settings of a pipeline config, for ``stage``: the top-level ``embedding`` section, overridden
+    key by key by the stage's own ``embedding`` mapping; a stage with ``embedding_server: true`` also sets
+    ``serve``. Unknown keys are an error naming the stage. Pass the result to :func:`env_from_config` or
+    :func:`codegrpo.services.embedding_service`.
+    """
+    merged = dict(cfg.get("embedding") or {})
+    if stage is not None:
+        section = cfg.get(stage) or {}
+        override = dict(section.get("embedding") or {})
+        unknown = sorted(set(override) - set(_FIELD_TYPES) - set(SERVER_KEYS))
+        if unknown:
+            raise EmbeddingError(f"{stage}.embedding: unknown key(s) {unknown}; known: "
+                                 f"{', '.join(list(_FIELD_TYPES) + list(SERVER_KEYS))}")
+        merged.update(override)
+        if section.get("embedding_server"):
+            merged["serve"] = True
+    return merged
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Backends
 # --------------------------------------------------------------------------------------------------------------
