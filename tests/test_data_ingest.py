@@ -138,6 +138,15 @@ def test_every_line_checked_many_bad_lines(tmp_path):
     assert res.summary["accepted"] == 2 and res.summary["lines"] == 6
 
 
+def test_deeply_nested_json_is_a_bad_record(tmp_path):
+    good = (FIXTURES / "missing_field.jsonl").read_bytes().split(b"\n")[0]
+    path = tmp_path / "deep.jsonl"
+    path.write_bytes(good + b"\n" + b"[" * 100000 + b"]" * 100000 + b"\n")
+    with pytest.raises(DataError) as exc:
+        ingest_dataset("deep", dict(VERL, path=str(path)))
+    assert (exc.value.line, exc.value.field) == (2, "(json)") and "nested too deeply" in str(exc.value)
+
+
 def test_all_lines_bad_is_an_error(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text("{}\n[]\n")

@@ -264,6 +264,8 @@ def ingest_dataset(
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise _Reject("(json)", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+            except RecursionError:
+                raise _Reject("(json)", "JSON nested too deeply") from None
             if not isinstance(obj, dict):
                 raise _Reject("(json)", f"expected a JSON object, got {type(obj).__name__}")
             rec = parse_verl_record(obj, ds, aliases) if shape == "verl" else parse_raw_record(obj, ds, lineno)

@@ -181,6 +181,8 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, object]]:
             obj, end = dec.raw_decode(text, i)
         except json.JSONDecodeError as exc:
             raise DataError(path, exc.lineno, "(json)", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+        except RecursionError:
+            raise DataError(path, line_of(i), "(json)", "JSON nested too deeply") from None
         yield line_of(i), obj
         i = skip_ws(end)
         if i < n and text[i] == ",":
@@ -212,9 +214,12 @@ def iter_records(path: Path, max_line_bytes: int) -> Iterator[tuple[int, object,
             yield line, _Reject("(line)", "blank line"), raw
             continue
         try:
-            yield line, json.loads(text), raw
+            obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            yield line, _Reject("(json)", f"invalid JSON: {exc.msg} at column {exc.colno}"), raw
+            obj = _Reject("(json)", f"invalid JSON: {exc.msg} at column {exc.colno}")
+        except RecursionError:
+            obj = _Reject("(json)", "JSON nested too deeply")
+        yield line, obj, raw
 
 
 def prepare_kodcode(
