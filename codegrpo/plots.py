@@ -88,8 +88,11 @@ def _series(rows: Sequence[dict], key: str) -> tuple[list[int], list[float]]:
 
 def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: str | None = None,
              curriculum_path: str | os.PathLike | None = None) -> dict:
-    """Figure of one run; returns which keys were drawn on each panel."""
-    rows = read_metrics(metrics_path)
+    """Figure of one run; returns which keys were drawn on each panel.
+
+    A run without a metrics file (an imported checkpoint, not trained here) gets a figure saying so.
+    """
+    rows = read_metrics(metrics_path) if Path(metrics_path).is_file() else []
     keys: dict[str, list[str]] = {"score": [], "component": [], "kl": [], "val": []}
     for r in rows:
         for k in r:
@@ -117,7 +120,8 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
             ax.text(0.5, 0.5, "no metrics logged", transform=ax.transAxes, ha="center", va="center")
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("training step")
-    fig.suptitle(f"run {run or Path(metrics_path).parent.name}: {len(rows)} steps", fontsize=10)
+    what = f"{len(rows)} steps" if Path(metrics_path).is_file() else "no metrics.jsonl (not trained here)"
+    fig.suptitle(f"run {run or Path(metrics_path).parent.name}: {what}", fontsize=10)
     fig.tight_layout()
     _save(fig, out_path)
     return {"panels": {p: keys[p] for p in panels}, "transitions": transitions, "steps": len(rows)}

@@ -93,7 +93,7 @@ rule report_codegen:
 
 rule report_run:
     input:
-        metrics=res("runs", "{run}", "metrics.jsonl"),
+        done=res("runs", "{run}", "done.json"),
     output:
         report(
             res("report", "runs", "{run}.png"),
@@ -111,6 +111,7 @@ rule report_run:
     resources:
         **stage_resources("tables"),
     params:
+        metrics=lambda wc: res("runs", wc.run, "metrics.jsonl"),
         curriculum=lambda wc: res("runs", wc.run, "curriculum.json"),
     script:
         "../workflow_scripts/report_run.py"

@@ -8,7 +8,7 @@ from codegrpo.plots import plot_run
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 try:
-    info = plot_run(sm.input.metrics, sm.output[0], run=sm.wildcards.run, curriculum_path=sm.params.curriculum)
+    info = plot_run(sm.params.metrics, sm.output[0], run=sm.wildcards.run, curriculum_path=sm.params.curriculum)
     logging.info("run %s: %d steps, panels %s, transitions %s", sm.wildcards.run, info["steps"], info["panels"],
                  info["transitions"])
 except Exception:

@@ -30,6 +30,23 @@ def gcc_version() -> str:
     return out.splitlines()[0] if out else "unknown"
 
 
+def training_runs(*model_dirs) -> dict:
+    """The ``done.json`` of each training run whose exported model is evaluated (``results/runs/<run>/hf``)."""
+    from pathlib import Path
+
+    out = {}
+    for d in model_dirs:
+        if not d:
+            continue
+        done = Path(d).parent / "done.json"
+        if done.is_file():
+            try:
+                out[str(d)] = json.loads(done.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                out[str(d)] = {"unreadable": str(done)}
+    return out
+
+
 def provenance(model: str | None, cfg: Any, **extra: Any) -> dict:
     """The header every evaluation JSON carries: what was evaluated, with which settings, when, where."""
     return {

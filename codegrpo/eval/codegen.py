@@ -311,7 +311,7 @@ def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: 
               workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
               label: str | None = None, reconstructed: bool = True, cfg: Mapping | None = None) -> dict:
     """Sample ``settings.n`` completions per problem from the model and score them."""
-    from codegrpo.eval import provenance
+    from codegrpo.eval import provenance, training_runs
     from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
 
@@ -331,7 +331,8 @@ def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: 
               "model": str(model_dir), "backend": gen.backend,
               "sampling": {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
                            "max_new_tokens": settings.max_new_tokens},
-              "provenance": provenance(str(model_dir), dict(cfg or {})), **res,
+              "provenance": provenance(str(model_dir), dict(cfg or {}), training_runs=training_runs(model_dir)),
+              **res,
               "seconds": round(time.time() - t0, 1)}
     write_json(out_path, result)
     return result

@@ -392,7 +392,7 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
                embedding: Mapping | None = None, normalizer_style: str = DEFAULT_STYLE,
                sandbox_limits: Mapping | None = None, cfg: Mapping | None = None) -> dict:
     """Two-phase inference with the given model folders, then re-executability (and identifier quality)."""
-    from codegrpo.eval import provenance
+    from codegrpo.eval import provenance, training_runs
     from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
 
@@ -416,7 +416,7 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
         "models": {"skeleton": str(skeleton_dir), "skin": str(skin_dir) if skin_dir else None},
         "backend": skeleton.backend,
         "provenance": provenance(f"{skeleton_dir}" + (f" + {skin_dir}" if skin_dir else ""), dict(cfg or {}),
-                                 gcc=_gcc()),
+                                 gcc=_gcc(), training_runs=training_runs(skeleton_dir, skin_dir)),
         **res,
     }
     if identifier:
