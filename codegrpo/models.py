@@ -264,3 +264,24 @@ def import_checkpoint(src: str, dst: str | os.PathLike, revision: str | None = N
             raise CheckpointError(f"model {src!r} downloaded without config.json/weights")
     log.info("imported hub model %s -> %s", src, dst)
     return Path(dst)
+
+
+def corpus_from_parquet(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """Every prompt and response text of SFT parquet files (prompt/response columns) and verl RL parquet files
+    (chat-message prompt, ``reward_model.ground_truth``): the tokenizer corpus of the tiny model."""
+    import pandas as pd
+
+    texts: list[str] = []
+    for path in paths:
+        df = pd.read_parquet(path)
+        if "response" in df.columns:  # SFT
+            for col in ("prompt", "response"):
+                texts += [str(x) for x in df[col] if isinstance(x, str)]
+        elif "reward_model" in df.columns:  # verl RL
+            for msgs in df["prompt"]:
+                texts += [str(m["content"]) for m in msgs]
+            texts += [str(rm.get("ground_truth", "")) for rm in df["reward_model"]]
+        else:
+            raise ValueError(f"{path}: neither SFT (prompt, response) nor verl RL (prompt, reward_model) columns; "
+                             f"found {list(df.columns)}")
+    return [t for t in texts if t]

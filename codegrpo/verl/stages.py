@@ -13,6 +13,7 @@ kill resumes from the newest checkpoint (verl ``trainer.resume_mode=auto`` for G
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -113,3 +114,40 @@ def run_grpo(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_
         raise TrainingError(f"{stage}: training ended without a checkpoint in {ckpt_dir}")
     export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
     return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(actor)}, t0)
+
+
+def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
+                 init_model: str, run_dir: str | os.PathLike) -> dict:
+    """:func:`run_grpo` inside the stage's job context.
+
+    * the stage's ``embedding`` settings reach the reward as ``CODEGRPO_EMBEDDING_*`` variables;
+    * with ``embedding_server: true`` the embedding server (:func:`codegrpo.services.embedding_service`) is
+      started on 127.0.0.1 for the duration of training and stopped afterwards;
+    * in a multi-node SLURM job (GPU mode) a Ray cluster spans the allocation (:mod:`codegrpo.cluster`) and
+      the driver joins it through ``RAY_ADDRESS``.
+    """
+    section = cfg[stage]
+    run_dir = Path(run_dir)
+    env: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        if not section.get("import"):
+            embedding = dict(section.get("embedding") or {})
+            if embedding:
+                from codegrpo.rewards.embedding import env_from_config
+
+                env.update(env_from_config(embedding))
+            if section.get("embedding_server"):
+                from codegrpo.services import embedding_service
+
+                run_dir.mkdir(parents=True, exist_ok=True)
+                svc = stack.enter_context(embedding_service(embedding, log_path=run_dir / "embedding_server.log"))
+                env.update(svc.env)
+                log.info("%s: embedding server ready (%s)", stage, env.get("CODEGRPO_EMBEDDING_API_BASE"))
+            if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
+                from codegrpo.cluster import multinode_ray
+
+                rc = stack.enter_context(multinode_ray())
+                if rc is not None and os.environ.get("RAY_ADDRESS"):
+                    env["RAY_ADDRESS"] = os.environ["RAY_ADDRESS"]
+        return run_grpo(cfg, stage, train_files=train_files, val_files=val_files, init_model=init_model,
+                        run_dir=run_dir, env=env)

@@ -1,0 +1,77 @@
+# Helpers of the training stages (sft, skeleton_rl, skin_rl): config slices, model paths, run outputs.
+# Included by rules/sft.smk (which the Snakefile includes before skeleton_rl.smk and skin_rl.smk).
+
+
+def training_cfg(*sections):
+    """The parts of the config a training job needs (the library takes a plain dict)."""
+    out = {"device": config["device"], "seed": config["seed"]}
+    out.update({s: config[s] for s in sections})
+    return out
+
+
+def base_model_input():
+    """Input that provides model.base: the tiny model folder, or nothing for a hub id / local folder."""
+    return [res("models", "tiny")] if config["model"]["base"] == "tiny" else []
+
+
+def base_model_path():
+    return (
+        res("models", "tiny")
+        if config["model"]["base"] == "tiny"
+        else config["model"]["base"]
+    )
+
+
+def run_hf(run):
+    return res("runs", run, "hf")
+
+
+def run_done(run):
+    return res("runs", run, "done.json")
+
+
+SFT_INIT = {
+    "skeleton": "base",
+    "skin": config["sft"]["skin_init"],
+}
+
+
+def sft_imported(which):
+    return bool(config["sft"]["import"].get(which))
+
+
+def sft_inputs(wildcards):
+    which = wildcards.which
+    if sft_imported(which):
+        return {}
+    out = {
+        "train": res("data", "sft", f"{which}.train.parquet"),
+        "val": res("data", "sft", f"{which}.val.parquet"),
+    }
+    init = SFT_INIT[which]
+    if init == "base":
+        out["init"] = base_model_input()
+    else:
+        out["init"] = run_done(init)
+    return out
+
+
+def sft_init_model(wildcards):
+    init = SFT_INIT[wildcards.which]
+    return base_model_path() if init == "base" else run_hf(init)
+
+
+def rl_inputs(stage, data_stage, init_run):
+    """Input function of an RL stage: its RL parquet pair and the done.json of the run it starts from
+    (nothing when the stage imports a checkpoint instead of training)."""
+
+    def inputs(wildcards):
+        if config[stage]["import"]:
+            return {}
+        return {
+            "train": res("data", "rl", f"{data_stage}.train.parquet"),
+            "val": res("data", "rl", f"{data_stage}.val.parquet"),
+            "init": run_done(init_run),
+        }
+
+    return inputs

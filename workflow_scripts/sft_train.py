@@ -1,0 +1,16 @@
+"""Snakemake script of rule sft_train: train (or import) sft_<which> and export it to results/runs/<run>/hf."""
+
+import logging
+
+from codegrpo.verl.stages import run_sft
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
+                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+try:
+    done = run_sft(sm.params.cfg, sm.wildcards.which, train_files=sm.params.train, val_files=sm.params.val,
+                   init_model=sm.params.init_model, run_dir=sm.params.run_dir)
+    logging.info("sft_%s complete: %s", sm.wildcards.which, done)
+except Exception:
+    logging.exception("sft_train failed")
+    raise
