@@ -20,6 +20,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from codegrpo.io import atomic_path  # noqa: E402
 
@@ -46,12 +47,14 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
 
 
 def classify(key: str) -> str | None:
-    """Which panel a metric belongs to: score, component, kl, val, or None (not plotted)."""
+    """Which panel a metric belongs to: score, component, kl, loss (SFT), val, or None (not plotted)."""
     if key == "step":
         return None
     low = key.lower()
     if key in SCORE_KEYS:
         return "score"
+    if low in ("train/loss", "val/loss"):
+        return "loss"
     if _VAL_RE.match(low):
         return "val"
     if "kl" in low.split("/")[-1] or low.startswith("actor/kl") or "/kl" in low:
@@ -93,15 +96,16 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
     A run without a metrics file (an imported checkpoint, not trained here) gets a figure saying so.
     """
     rows = read_metrics(metrics_path) if Path(metrics_path).is_file() else []
-    keys: dict[str, list[str]] = {"score": [], "component": [], "kl": [], "val": []}
+    keys: dict[str, list[str]] = {"score": [], "component": [], "kl": [], "loss": [], "val": []}
     for r in rows:
         for k in r:
             panel = classify(k)
             if panel and k not in keys[panel]:
                 keys[panel].append(k)
     transitions = read_transitions(curriculum_path)
-    panels = [p for p in ("score", "component", "kl", "val") if keys[p]] or ["score"]
-    titles = {"score": "score (mean reward)", "component": "reward components", "kl": "KL", "val": "validation"}
+    panels = [p for p in ("score", "component", "kl", "loss", "val") if keys[p]] or ["score"]
+    titles = {"score": "score (mean reward)", "component": "reward components", "kl": "KL", "loss": "SFT loss",
+              "val": "validation"}
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
     for ax, panel in zip(axes[:, 0], panels):
         for k in keys[panel]:
@@ -119,6 +123,7 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
         else:
             ax.text(0.5, 0.5, "no metrics logged", transform=ax.transAxes, ha="center", va="center")
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[-1, 0].set_xlabel("training step")
     what = f"{len(rows)} steps" if Path(metrics_path).is_file() else "no metrics.jsonl (not trained here)"
     fig.suptitle(f"run {run or Path(metrics_path).parent.name}: {what}", fontsize=10)

@@ -86,6 +86,7 @@ def test_gold_subset_passes_and_wrong_outputs_fail(tasks):
     assert res["reexec_avg"] == pytest.approx(sum(res["reexec"].values()) / 4)
     stages = {(r["opt"], r["stage"]) for r in res["records"]}
     assert ("O2", "compile_full") in stages and ("O0", "ok") in stages
+    assert ("O3", "empty") in stages and res["compile"]["O3"] == 0.0  # a missing output is not "compilable"
 
 
 def test_runaway_program_is_stopped(tasks):
@@ -160,3 +161,25 @@ def test_identifier_metric_prefers_named_outputs(repo_root, tmp_path):
     s = res["scores"]
     assert s["reference infer-out-model2"]["n"] == 30
     assert s["reference infer-out-model2"]["mean"] > s["reference infer-out-model1"]["mean"] > 0.0
+
+
+@pytest.mark.slow
+def test_transformers_generator_greedy_and_sampling(repo_root, tmp_path):
+    from codegrpo.eval.generate import GenerationSettings, HFGenerator, make_generator
+    from codegrpo.models import build_tiny_model
+
+    data = json.loads((repo_root / GHIDRA).read_text())[:20]
+    model = build_tiny_model(tmp_path / "tiny", [x["c_func"] for x in data], vocab_size=330, num_layers=1)
+    prompts = [d.skeleton_prompt(x["input_asm_prompt"]) for x in data[:3]]
+    greedy = make_generator(model, GenerationSettings(max_new_tokens=6, batch_size=2), backend="transformers")
+    assert isinstance(greedy, HFGenerator) and greedy.device == "cpu"
+    first, second = greedy.generate(prompts), greedy.generate(prompts[::-1])
+    assert [len(x) for x in first] == [1, 1, 1]
+    assert first == second[::-1]  # greedy: the same text whatever the batch composition
+    sampler = HFGenerator(model, GenerationSettings(max_new_tokens=6, n=3, temperature=1.0, batch_size=2))
+    samples = sampler.generate(prompts)
+    assert [len(x) for x in samples] == [3, 3, 3]
+    with pytest.raises(ValueError, match="greedy decoding with n > 1"):
+        HFGenerator(model, GenerationSettings(max_new_tokens=2, n=2)).generate(prompts[:1])
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        make_generator(tmp_path, GenerationSettings(), backend="transformers")

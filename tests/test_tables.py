@@ -138,6 +138,19 @@ def test_plot_run_draws_components_kl_and_transitions(tmp_path):
     assert plots.plot_run(metrics, tmp_path / "b.png", curriculum_path=tmp_path / "none.json")["transitions"] == []
 
 
+def test_plot_run_sft_loss(tmp_path):
+    from codegrpo import plots
+    from codegrpo.verl.metrics import MetricsFile
+
+    mf = MetricsFile(tmp_path / "metrics.jsonl")
+    mf.log(1, {"train/loss": 7.6, "train/lr(1e-3)": 0.08})
+    mf.log(2, {"train/loss": 7.5, "val/loss": 7.4})
+    info = plots.plot_run(tmp_path / "metrics.jsonl", tmp_path / "sft.png", run="sft_skeleton")
+    assert info["panels"] == {"loss": ["train/loss", "val/loss"]}
+    none = plots.plot_run(tmp_path / "missing.jsonl", tmp_path / "imported.png", run="imported")
+    assert none["steps"] == 0 and (tmp_path / "imported.png").is_file()
+
+
 def test_read_metrics_names_bad_line(tmp_path):
     from codegrpo import plots
 

@@ -155,7 +155,7 @@ def restore_function_name(text: str, func_name: str) -> str:
 class ExecOutcome:
     compiled: bool  # the function alone compiles (gcc -S)
     passed: bool  # the full program compiles and its test exits 0
-    stage: str  # "ok", "compile_func", "compile_full", "timeout", "runtime"
+    stage: str  # "ok", "empty", "compile_full", "timeout", "runtime"
     detail: str = ""
 
 
@@ -204,6 +204,12 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
         jobs.setdefault(digest, (only_func, full))
         task_prog.append((task, digest, text))
     results: dict[str, ExecOutcome] = {}
+    # An empty (or whitespace-only) output is scored as neither compilable nor re-executable without running
+    # gcc: the legacy harness would count the includes alone as a compilable "function".
+    empty = {digest for task, digest, text in task_prog if not text.strip()}
+    for digest in empty:
+        results[digest] = ExecOutcome(False, False, "empty", "")
+        jobs.pop(digest, None)
     with make_sandbox(workers, sandbox_limits) as sandbox, cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futs = {pool.submit(check_program, of, fu, sandbox, timeout): d for d, (of, fu) in jobs.items()}
         for fut in tqdm(cf.as_completed(futs), total=len(futs), desc=desc, unit="prog"):
@@ -214,8 +220,9 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
         records.append({"task_id": task.task_id, "opt": task.opt, "compiled": o.compiled, "passed": o.passed,
                         "stage": o.stage, "detail": o.detail, "output": text})
     summary = summarize_records(records)
-    log.info("%s: %d tasks (%d distinct programs), re-executability avg %.2f%%, compilable avg %.2f%%, %.1f s",
-             desc, len(records), len(jobs), summary["reexec_avg"], summary["compile_avg"], time.time() - t0)
+    log.info("%s: %d tasks (%d distinct programs, %d empty outputs), re-executability avg %.2f%%, "
+             "compilable avg %.2f%%, %.1f s", desc, len(records), len(jobs), sum(r["stage"] == "empty" for r in records),
+             summary["reexec_avg"], summary["compile_avg"], time.time() - t0)
     summary["records"] = records
     return summary
 

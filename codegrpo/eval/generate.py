@@ -58,6 +58,8 @@ class HFGenerator:
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
+        # an over-long prompt loses its beginning, not the generation cue at its end
+        self.tokenizer.truncation_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         dtype = torch.float32 if device == "cpu" else torch.bfloat16
@@ -73,6 +75,10 @@ class HFGenerator:
         torch = self._torch
         torch.manual_seed(s.seed)
         texts = [apply_template(self.tokenizer, p, s.use_chat_template) for p in prompts]
+        too_long = sum(len(ids) > s.max_prompt_tokens for ids in self.tokenizer(texts)["input_ids"]) if texts else 0
+        if too_long:
+            log.warning("%s: %d of %d prompts exceed %d tokens and lose their beginning", desc, too_long, len(texts),
+                        s.max_prompt_tokens)
         out: list[list[str]] = []
         t0 = time.time()
         greedy = s.temperature <= 0
