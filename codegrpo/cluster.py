@@ -1,0 +1,654 @@
+"""SLURM allocations and a Ray cluster that spans them (multi-node training).
+
+Inside a multi-node SLURM job, verl needs one Ray cluster over every allocated node. This module
+
+* reads the job's allocation (:func:`current_allocation`): node names (``SLURM_JOB_NODELIST`` expanded with
+  ``scontrol show hostnames``), GPUs and CPUs per node (from ``scontrol show job``), and
+* starts Ray across it (:class:`RayCluster`, a context manager): the head on the node where the caller runs,
+  one worker per other node through ``srun --overlap --nodes=1 --ntasks=1 -w <node> ray start --block``; it
+  waits until every node and every GPU (or CPU) is registered, exports ``RAY_ADDRESS`` while the block runs,
+  and stops every Ray process it started on exit.
+
+The trainer maps :attr:`Allocation.nnodes` / :attr:`Allocation.gpus_per_node` to its own settings and lets
+``ray.init()`` pick the address up from ``RAY_ADDRESS``. Nothing here imports Snakemake or verl.
+
+A test mode (``tasks_as_nodes=True``) treats every SLURM *task* as a Ray node, so that a job with
+``--ntasks=2`` on a single host exercises the whole bootstrap: the Ray nodes then get distinct ports and
+temporary directories, and only CPU resources.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "Allocation",
+    "ClusterError",
+    "RayCluster",
+    "current_allocation",
+    "expand_hostlist",
+    "expand_counts",
+    "multinode_ray",
+    "parse_job_record",
+]
+
+
+class ClusterError(RuntimeError):
+    """The SLURM allocation cannot be read, or the Ray cluster did not come up."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Host lists and per-node counts
+# --------------------------------------------------------------------------------------------------
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ClusterError(f"unbalanced ']' in host list {text!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth != 0:
+        raise ClusterError(f"unbalanced '[' in host list {text!r}")
+    parts.append("".join(cur))
+    return [p for p in parts if p]
+
+
+def _expand_range_group(group: str, hostlist: str) -> list[str]:
+    out = []
+    for item in group.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", item.strip())
+        if not m:
+            raise ClusterError(f"bad range {item!r} in host list {hostlist!r}")
+        lo, hi = m.group(1), m.group(2) or m.group(1)
+        if int(hi) < int(lo):
+            raise ClusterError(f"descending range {item!r} in host list {hostlist!r}")
+        width = len(lo)
+        out.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + 1))
+    return out
+
+
+def _expand_hostlist_py(hostlist: str) -> list[str]:
+    hosts: list[str] = []
+    for part in _split_top_level(hostlist.strip()):
+        names = [""]
+        for literal, group in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", part):
+            expansions = _expand_range_group(group, hostlist) if group else [""]
+            names = [n + literal + e for n in names for e in expansions]
+        hosts.extend(names)
+    return hosts
+
+
+def expand_hostlist(hostlist: str, *, use_scontrol: bool = True) -> list[str]:
+    """Expand a SLURM host list (``node[01-03],gpu7``) into host names, in order.
+
+    Uses ``scontrol show hostnames`` when it is on PATH (the authority on the syntax); otherwise a
+    built-in parser of the same syntax (comma lists, ``[a-b,c]`` ranges with zero padding, several
+    bracket groups per name).
+    """
+    if not hostlist or not hostlist.strip():
+        raise ClusterError("empty SLURM host list")
+    if use_scontrol and shutil.which("scontrol"):
+        proc = subprocess.run(
+            ["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True, timeout=60
+        )
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout.split()
+        log.warning("scontrol show hostnames %r failed (%s); using the built-in parser",
+                    hostlist, proc.stderr.strip())
+    return _expand_hostlist_py(hostlist)
+
+
+def expand_counts(spec: str) -> list[int]:
+    """Expand SLURM's compressed per-node counts, e.g. ``8(x2),4`` -> ``[8, 8, 4]``."""
+    out: list[int] = []
+    for item in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
+        if not m:
+            raise ClusterError(f"bad SLURM count list {spec!r}")
+        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The allocation
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What a SLURM job holds, seen as Ray nodes.
+
+    ``nodes`` has one entry per Ray node (a host name; the same host repeated in the one-host test
+    mode). ``gpus_per_node`` and ``cpus_per_node`` are what each Ray node announces.
+    """
+
+    job_id: str
+    nodes: tuple[str, ...]
+    gpus_per_node: int
+    cpus_per_node: int
+    tasks_as_nodes: bool = False
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    @property
+    def same_host(self) -> bool:
+        """True when several Ray nodes share one host (test mode): they need distinct ports/dirs."""
+        return len(set(self.nodes)) < len(self.nodes)
+
+
+def parse_job_record(text: str) -> dict[str, str]:
+    """Parse ``scontrol show job -o <id>`` output (space-separated ``Key=Value`` pairs)."""
+    record: dict[str, str] = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            record[key] = value
+    if "JobId" not in record:
+        raise ClusterError(f"not a scontrol job record: {text[:200]!r}")
+    return record
+
+
+def _gpu_count(tres: str) -> int | None:
+    """GPUs in a TRES string: ``gres:gpu:8``, ``gres/gpu:a100=8``, ``gpu:a100:2`` (summed over types)."""
+    if not tres or tres in ("(null)", "N/A"):
+        return None
+    total, found = 0, False
+    for item in tres.split(","):
+        m = re.fullmatch(r"(?:gres[:/])?gpu(?::[\w.-]+)?[:=](\d+)", item.strip())
+        if m:
+            total += int(m.group(1))
+            found = True
+    return total if found else None
+
+
+def _job_record(job_id: str) -> dict[str, str] | None:
+    if not shutil.which("scontrol"):
+        return None
+    proc = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60
+    )
+    if proc.returncode != 0:
+        log.warning("scontrol show job %s failed: %s", job_id, proc.stderr.strip())
+        return None
+    return parse_job_record(proc.stdout)
+
+
+def allocation_from(env: dict[str, str], record: dict[str, str] | None,
+                    *, tasks_as_nodes: bool = False) -> Allocation:
+    """Build the :class:`Allocation` from the job environment and its ``scontrol`` record.
+
+    The record wins where both exist: inside a job *step* (where the rule's code runs under the
+    Snakemake SLURM executor) the ``SLURM_*`` variables describe the step, not the job.
+    """
+    job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or (record or {}).get("JobId")
+    if not job_id:
+        raise ClusterError("not inside a SLURM job (SLURM_JOB_ID is not set)")
+    record = record or {}
+    hostlist = record.get("NodeList") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not hostlist or hostlist == "(null)":
+        raise ClusterError(f"SLURM job {job_id}: no node list (job not running?)")
+    hosts = expand_hostlist(hostlist)
+
+    # CPUs per host: the job's cpus per node (compressed list), else NumCPUs / nodes.
+    cpus_spec = env.get("SLURM_JOB_CPUS_PER_NODE")
+    if cpus_spec:
+        cpus_per_host = min(expand_counts(cpus_spec))
+    elif record.get("NumCPUs", "").isdigit():
+        cpus_per_host = max(1, int(record["NumCPUs"]) // len(hosts))
+    else:
+        cpus_per_host = 1
+
+    # GPUs per host: per-node request, else per-job request / nodes, else the environment.
+    gpus_per_host = _gpu_count(record.get("TresPerNode", ""))
+    if gpus_per_host is None:
+        per_job = _gpu_count(record.get("TresPerJob", ""))
+        if per_job is None:
+            per_job = _gpu_count(record.get("AllocTRES", "")) or _gpu_count(record.get("TRES", ""))
+        if per_job is not None:
+            if per_job % len(hosts):
+                raise ClusterError(
+                    f"SLURM job {job_id}: {per_job} GPUs over {len(hosts)} nodes is uneven; "
+                    "request GPUs per node (gres gpu:N with nodes: k)"
+                )
+            gpus_per_host = per_job // len(hosts)
+    if gpus_per_host is None:
+        gpus_per_host = int(env.get("SLURM_GPUS_ON_NODE") or 0)
+
+    if not tasks_as_nodes:
+        return Allocation(job_id, tuple(hosts), gpus_per_host, cpus_per_host)
+
+    # Test mode: one Ray node per task (CPU only).
+    tasks_spec = env.get("SLURM_TASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE")
+    if tasks_spec:
+        per_host = expand_counts(tasks_spec)
+    elif record.get("NumTasks", "").isdigit():
+        n = int(record["NumTasks"])
+        per_host = [n // len(hosts)] * len(hosts)
+    else:
+        per_host = [1] * len(hosts)
+    nodes = tuple(h for h, n in zip(hosts, per_host) for _ in range(max(1, n)))
+    cpt = env.get("SLURM_CPUS_PER_TASK") or record.get("CPUs/Task") or "1"
+    cpus = int(cpt) if cpt.isdigit() else 1
+    return Allocation(job_id, nodes, 0, cpus, tasks_as_nodes=True)
+
+
+def current_allocation(env: dict[str, str] | None = None, *, tasks_as_nodes: bool = False) -> Allocation:
+    """The allocation of the SLURM job this process runs in (:class:`ClusterError` outside a job)."""
+    env = dict(os.environ if env is None else env)
+    job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    if not job_id:
+        raise ClusterError("not inside a SLURM job (SLURM_JOB_ID is not set)")
+    return allocation_from(env, _job_record(job_id), tasks_as_nodes=tasks_as_nodes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Ray across the allocation
+# --------------------------------------------------------------------------------------------------
+
+_PORTS_PER_NODE = 10  # node manager, object manager, dashboard agent x2, metrics, runtime env agent
+_WORKER_PORTS_PER_NODE = 400
+
+
+@dataclass
+class _RayNode:
+    index: int
+    host: str
+    cmd: list[str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    temp_dir: Path | None = None
+
+
+def _short_host() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def _srun_env() -> dict[str, str]:
+    """Environment for a nested ``srun``: the job id stays, the enclosing step's geometry goes."""
+    keep = {"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "SLURM_CLUSTER_NAME"}
+    return {k: v for k, v in os.environ.items()
+            if not (k.startswith(("SLURM_", "SRUN_", "SBATCH_")) and k not in keep)}
+
+
+@dataclass
+class RayCluster:
+    """A Ray cluster over a SLURM :class:`Allocation`; use as a context manager.
+
+    ``port``: the head's GCS port; the other Ray ports follow it (``port+1`` ...), shifted per node
+    when several Ray nodes share a host. ``temp_root``: node-local directory for Ray's session files
+    (default ``/tmp/codegrpo-ray-<job>``; keep it short, Ray puts Unix sockets in it). ``log_dir``:
+    where the ``ray start`` output of every node goes (default: under ``temp_root``).
+    ``cpu_only``: announce no GPUs (the test mode, or CPU training across nodes).
+    ``timeout_s``: how long to wait for every node (and GPU/CPU) to register.
+    """
+
+    allocation: Allocation
+    port: int = 6379
+    temp_root: Path | None = None
+    log_dir: Path | None = None
+    cpu_only: bool = False
+    timeout_s: float = 300.0
+    object_store_memory: int | None = None
+    python: str = sys.executable
+    address: str | None = field(default=None, init=False)
+    _nodes: list[_RayNode] = field(default_factory=list, init=False, repr=False)
+    _saved_env: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
+    _auth_token: str = field(default_factory=lambda: secrets.token_hex(32), init=False, repr=False)
+
+    # ---- planning ---------------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        if self.temp_root is None:
+            self.temp_root = Path(tempfile.gettempdir()) / f"codegrpo-ray-{self.allocation.job_id}"
+        self.temp_root = Path(self.temp_root)
+        self.log_dir = Path(self.log_dir) if self.log_dir else self.temp_root / "logs"
+        self.ray_bin = str(Path(self.python).with_name("ray"))
+        if not Path(self.ray_bin).exists():
+            self.ray_bin = shutil.which("ray") or "ray"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment a Ray driver needs to join this cluster (``ray.init()`` reads it).
+
+        Ray runs with token authentication and a token made for this cluster, so that other users of
+        the nodes cannot submit work to it.
+        """
+        if self.address is None:
+            raise ClusterError("Ray cluster not started")
+        return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token",
+                "RAY_AUTH_TOKEN": self._auth_token}
+
+    @property
+    def gpus_per_node(self) -> int:
+        return 0 if self.cpu_only else self.allocation.gpus_per_node
+
+    def _ordered_hosts(self) -> list[str]:
+        """Allocation nodes with the local host first (the head runs where the driver runs)."""
+        nodes = list(self.allocation.nodes)
+        me = _short_host()
+        short = [n.split(".")[0] for n in nodes]
+        if me in short:
+            i = short.index(me)
+            nodes.insert(0, nodes.pop(i))
+        else:
+            raise ClusterError(
+                f"this host ({me}) is not in the allocation {nodes}; the Ray head must run on a "
+                "node of the job"
+            )
+        return nodes
+
+    def _node_cmd(self, index: int, head_ip: str) -> list[str]:
+        shift = index * _PORTS_PER_NODE if self.allocation.same_host else 0
+        base = self.port + 1 + shift
+        cmd = [
+            self.ray_bin, "start", "--block", "--disable-usage-stats",
+            f"--num-cpus={self.allocation.cpus_per_node}",
+            f"--num-gpus={self.gpus_per_node}",
+            f"--node-manager-port={base}",
+            f"--object-manager-port={base + 1}",
+            f"--dashboard-agent-listen-port={base + 2}",
+            f"--dashboard-agent-grpc-port={base + 3}",
+            f"--metrics-export-port={base + 4}",
+            f"--runtime-env-agent-port={base + 5}",
+        ]
+        if self.allocation.same_host:
+            lo = self.port + 1000 + index * _WORKER_PORTS_PER_NODE
+            cmd += [f"--min-worker-port={lo}", f"--max-worker-port={lo + _WORKER_PORTS_PER_NODE - 1}"]
+        if self.object_store_memory:
+            cmd.append(f"--object-store-memory={self.object_store_memory}")
+        temp_dir = self.temp_root / (f"n{index}" if self.allocation.same_host else "n")
+        cmd.append(f"--temp-dir={temp_dir}")
+        if index == 0:
+            cmd += ["--head", f"--port={self.port}", f"--node-ip-address={head_ip}",
+                    "--include-dashboard=false", f"--ray-client-server-port={base + 6}"]
+        else:
+            cmd.append(f"--address={head_ip}:{self.port}")
+        return cmd
+
+    def plan(self) -> list[tuple[str, list[str]]]:
+        """The (host, command) of every Ray node, head first, without starting anything."""
+        hosts = self._ordered_hosts()
+        head_ip = socket.gethostbyname(hosts[0])
+        plans = []
+        for i, host in enumerate(hosts):
+            cmd = self._node_cmd(i, head_ip)
+            if i > 0:
+                srun = ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", host,
+                        f"--cpus-per-task={self.allocation.cpus_per_node}", "--mem=0",
+                        "--kill-on-bad-exit=1", f"--job-name=ray-worker-{i}"]
+                if self.gpus_per_node:
+                    srun.append(f"--gres=gpu:{self.gpus_per_node}")
+                cmd = srun + cmd
+            plans.append((host, cmd))
+        return plans
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> "RayCluster":
+        if self._nodes:
+            raise ClusterError("Ray cluster already started")
+        t0 = time.monotonic()
+        plans = self.plan()
+        head_ip = socket.gethostbyname(plans[0][0])
+        self.address = f"{head_ip}:{self.port}"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.temp_root.mkdir(parents=True, exist_ok=True)
+        log.info("starting Ray on %d node(s) %s (job %s, %d GPU(s)/node), head %s",
+                 len(plans), [h for h, _ in plans], self.allocation.job_id, self.gpus_per_node,
+                 self.address)
+        try:
+            for i, (host, cmd) in enumerate(plans):
+                node = _RayNode(i, host, cmd, self.log_dir / f"ray-node{i}-{host}.log")
+                env = _srun_env() if i else dict(os.environ)
+                env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self._auth_token)
+                # The cluster lives exactly as long as the training: no drain phase on SIGTERM.
+                env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"
+                with open(node.log_path, "ab") as out:
+                    node.proc = subprocess.Popen(
+                        cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                        start_new_session=True, env=env,
+                    )
+                self._nodes.append(node)
+                if i == 0:
+                    self._wait_ready(1, started=t0)  # workers need a live GCS
+            self._wait_ready(len(plans), started=t0)
+        except BaseException:
+            self.stop()
+            raise
+        for key, value in self.env.items():
+            self._saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+        log.info("Ray cluster ready at %s: %d node(s) in %.1fs", self.address, len(plans),
+                 time.monotonic() - t0)
+        return self
+
+    def _check_alive(self) -> None:
+        for node in self._nodes:
+            if node.proc is not None and node.proc.poll() is not None:
+                tail = node.log_path.read_text(errors="replace")[-2000:] if node.log_path.exists() else ""
+                raise ClusterError(
+                    f"Ray node {node.index} on {node.host} exited with code {node.proc.returncode} "
+                    f"(log {node.log_path}):\n{tail}"
+                )
+
+    def _wait_ready(self, n_nodes: int, *, started: float) -> dict:
+        """Block until ``n_nodes`` are alive with their GPUs (or CPUs), or raise after the timeout."""
+        want_gpus = n_nodes * self.gpus_per_node
+        want_cpus = n_nodes * self.allocation.cpus_per_node
+        last = "no answer yet"
+        while True:
+            self._check_alive()
+            remaining = self.timeout_s - (time.monotonic() - started)
+            if remaining <= 0:
+                raise ClusterError(
+                    f"Ray cluster at {self.address} did not reach {n_nodes} node(s) / {want_gpus} GPU(s) / "
+                    f"{want_cpus} CPU(s) within {self.timeout_s:.0f}s (last probe: {last}); "
+                    f"logs in {self.log_dir}"
+                )
+            try:
+                state = probe(self.address, timeout_s=min(60.0, remaining), python=self.python,
+                              token=self._auth_token)
+            except ClusterError as exc:
+                last = str(exc)
+                log.debug("probe: %s", exc)
+                time.sleep(1.0)
+                continue
+            last = json.dumps(state)
+            if (state["nodes"] >= n_nodes and state["GPU"] >= want_gpus
+                    and state["CPU"] >= want_cpus):
+                return state
+            time.sleep(1.0)
+
+    def stop(self) -> None:
+        """Stop every Ray node this object started (workers first), and restore ``RAY_ADDRESS``."""
+        for node in reversed(self._nodes):
+            proc = node.proc
+            if proc is None or proc.poll() is not None:
+                continue
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                log.warning("Ray node %d on %s ignored SIGTERM; killing", node.index, node.host)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=30)
+        # Ray processes that outlived their `ray start` parent (same host only): they carry our
+        # unique temp dir on their command line.
+        for pid in leftover_pids(self.temp_root):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self._nodes:
+            log.info("Ray cluster at %s stopped", self.address)
+        self._nodes.clear()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+
+    def __enter__(self) -> "RayCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def leftover_pids(marker: Path | str) -> list[int]:
+    """PIDs of this host's processes whose command line mentions ``marker`` (our Ray temp dir)."""
+    marker = str(marker)
+    skip = {os.getpid()}
+    pid = os.getpid()
+    while pid > 1:  # never the caller or its ancestors (their command lines may name the dir)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        skip.add(pid)
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+_PROBE = r"""
+import json, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+alive = [n for n in ray.nodes() if n.get("Alive")]
+res = {"nodes": len(alive), "hosts": sorted({n["NodeManagerAddress"] for n in alive}),
+       "node_ids": sorted(n["NodeID"] for n in alive),
+       "CPU": sum(n["Resources"].get("CPU", 0) for n in alive),
+       "GPU": sum(n["Resources"].get("GPU", 0) for n in alive)}
+ray.shutdown()
+print("PROBE " + json.dumps(res))
+"""
+
+
+def probe(address: str, *, timeout_s: float = 60.0, python: str = sys.executable,
+          token: str | None = None) -> dict:
+    """State of the Ray cluster at ``address`` (alive nodes, CPUs, GPUs), read in a subprocess.
+
+    ``token``: the cluster's authentication token (None: take RAY_AUTH_* from the environment).
+    """
+    env = dict(os.environ, RAY_ADDRESS=address)
+    if token is not None:
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    try:
+        proc = subprocess.run([python, "-c", _PROBE, address], capture_output=True, text=True,
+                              timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"probe of {address} timed out") from exc
+    for line in proc.stdout.splitlines():
+        if line.startswith("PROBE "):
+            return json.loads(line[6:])
+    raise ClusterError(f"probe of {address} failed: {proc.stderr.strip()[-500:]}")
+
+
+class multinode_ray:  # noqa: N801 - used like a function: ``with multinode_ray() as rc:``
+    """``with multinode_ray(...) as rc:``: a :class:`RayCluster` in a multi-node SLURM job, else ``None``.
+
+    Outside SLURM, or in a one-node job, verl starts its own local Ray and ``rc`` is ``None``.
+    Keyword arguments go to :class:`RayCluster`; ``tasks_as_nodes`` to :func:`current_allocation`.
+    """
+
+    def __init__(self, *, tasks_as_nodes: bool = False, **kwargs) -> None:
+        self.tasks_as_nodes = tasks_as_nodes
+        self.kwargs = kwargs
+        self.cluster: RayCluster | None = None
+
+    def __enter__(self) -> RayCluster | None:
+        if not (os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")):
+            return None
+        alloc = current_allocation(tasks_as_nodes=self.tasks_as_nodes)
+        if alloc.nnodes < 2:
+            return None
+        self.cluster = RayCluster(alloc, **self.kwargs)
+        return self.cluster.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m codegrpo.cluster [--tasks-as-nodes] [--cpu-only] [--port P] [--hold S]``.
+
+    Starts Ray over the current SLURM job, prints the cluster state as JSON, then stops it: the check
+    that a job's nodes can form one Ray cluster.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m codegrpo.cluster", description=_main.__doc__)
+    ap.add_argument("--tasks-as-nodes", action="store_true",
+                    help="one Ray node per SLURM task (test mode on one host; implies --cpu-only)")
+    ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--port", type=int, default=6379)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--temp-root", default=None)
+    ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--object-store-memory", type=int, default=None)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    alloc = current_allocation(tasks_as_nodes=args.tasks_as_nodes)
+    print("ALLOCATION " + json.dumps({"job_id": alloc.job_id, "nodes": list(alloc.nodes),
+                                      "nnodes": alloc.nnodes, "gpus_per_node": alloc.gpus_per_node,
+                                      "cpus_per_node": alloc.cpus_per_node}), flush=True)
+    rc = RayCluster(alloc, port=args.port, timeout_s=args.timeout,
+                    cpu_only=args.cpu_only or args.tasks_as_nodes,
+                    temp_root=Path(args.temp_root) if args.temp_root else None,
+                    log_dir=Path(args.log_dir) if args.log_dir else None,
+                    object_store_memory=args.object_store_memory)
+    with rc:
+        state = probe(rc.address, python=rc.python)  # joins like a driver would: from os.environ
+        print("CLUSTER " + json.dumps({"address": rc.address, **state}), flush=True)
+    left = leftover_pids(rc.temp_root)
+    print("STOPPED " + json.dumps({"leftover_pids": left}), flush=True)
+    return 0 if not left else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,95 @@
+"""codegrpo.cluster inside real SLURM jobs: allocation reading and the Ray bootstrap over two tasks."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from codegrpo.cluster import leftover_pids
+
+from .conftest import REPO, node_gpus, sbatch, wait_job
+
+
+def _tagged(output: str, tag: str) -> dict:
+    for line in output.splitlines():
+        if line.startswith(tag + " "):
+            return json.loads(line[len(tag) + 1:])
+    raise AssertionError(f"no {tag} line in job output:\n{output[-3000:]}")
+
+
+def _free_port_base() -> int:
+    """A base port whose next ~900 ports are free now (Ray uses base .. base+1000+2*400)."""
+    for base in range(21000, 60000, 1700):
+        ok = True
+        for port in (base, base + 1, base + 11, base + 1000, base + 1400):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port range")
+
+
+def test_ray_cluster_over_two_tasks(tmp_path):
+    """--ntasks=2 on one host = two Ray nodes (head local, worker through srun); both register, all stop."""
+    temp_root = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))  # short: Ray puts sockets in it
+    out = tmp_path / "job.out"
+    port = _free_port_base()
+    cmd = (f"{sys.executable} -m codegrpo.cluster --tasks-as-nodes --port {port} "
+           f"--temp-root {temp_root} --log-dir {tmp_path / 'ray-logs'} "
+           f"--object-store-memory 80000000 --timeout 240")
+    job = sbatch(["--ntasks=2", "--cpus-per-task=1", "--mem=3000", "-t", "10", "-J", "cgr-ray-test",
+                  "-o", str(out), "--wrap", cmd], cwd=REPO)
+    state = wait_job(job, timeout_s=400)
+    text = out.read_text()
+    assert state == "COMPLETED", f"job {job} ended {state}:\n{text[-4000:]}"
+
+    alloc = _tagged(text, "ALLOCATION")
+    assert alloc["job_id"] == job
+    assert alloc["nnodes"] == 2 and len(set(alloc["nodes"])) == 1  # two tasks on the one node
+    cluster = _tagged(text, "CLUSTER")
+    assert cluster["nodes"] == 2 and len(set(cluster["node_ids"])) == 2
+    assert cluster["CPU"] == 2 and cluster["GPU"] == 0
+    assert _tagged(text, "STOPPED") == {"leftover_pids": []}
+    # the worker's log shows it joined through srun, and nothing of either node is still running here
+    assert (tmp_path / "ray-logs" / f"ray-node1-{alloc['nodes'][1]}.log").exists()
+    assert leftover_pids(temp_root) == []
+
+
+def test_allocation_inside_a_job(tmp_path):
+    """current_allocation() inside a job: the job id, the node, CPUs and (fake) GPUs per node."""
+    gpus = node_gpus()
+    out = tmp_path / "job.out"
+    code = ("import json; from codegrpo.cluster import current_allocation as c; a = c(); "
+            "print('ALLOCATION ' + json.dumps({'job_id': a.job_id, 'nodes': list(a.nodes), "
+            "'gpus': a.gpus_per_node, 'cpus': a.cpus_per_node}))")
+    args = ["--ntasks=1", "--cpus-per-task=2", "--mem=1000", "-t", "5", "-o", str(out)]
+    if gpus:
+        args.append("--gres=gpu:1")
+    job = sbatch([*args, "--wrap", f"{sys.executable} -c \"{code}\""], cwd=REPO)
+    assert wait_job(job, timeout_s=120) == "COMPLETED", out.read_text()
+    alloc = _tagged(out.read_text(), "ALLOCATION")
+    assert alloc["job_id"] == job
+    assert alloc["nodes"] == [socket.gethostname().split(".")[0]]
+    assert alloc["cpus"] == 2
+    assert alloc["gpus"] == (1 if gpus else 0)
+
+
+def test_allocation_inside_a_job_step(tmp_path):
+    """Inside a job step (as under Snakemake's SLURM executor) the job-level values are still read."""
+    out = tmp_path / "job.out"
+    code = ("import json; from codegrpo.cluster import current_allocation as c; a = c(); "
+            "print('ALLOCATION ' + json.dumps({'job_id': a.job_id, 'cpus': a.cpus_per_node}))")
+    job = sbatch(["--ntasks=2", "--cpus-per-task=1", "--mem=1000", "-t", "5", "-o", str(out),
+                  "--wrap", f"srun -n1 --cpus-per-task=1 {sys.executable} -c \"{code}\""], cwd=REPO)
+    assert wait_job(job, timeout_s=120) == "COMPLETED", out.read_text()
+    alloc = _tagged(out.read_text(), "ALLOCATION")
+    assert alloc == {"job_id": job, "cpus": 2}

@@ -1,0 +1,269 @@
+"""codegrpo.cluster without a cluster (host lists, job records, Ray plans) and the SLURM profile's
+resources as the real workflow computes them (dry runs from the repository root).
+
+The same code inside real SLURM jobs is tested in tests/slurm/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codegrpo import cluster
+from codegrpo.cluster import (
+    Allocation,
+    ClusterError,
+    RayCluster,
+    allocation_from,
+    expand_counts,
+    expand_hostlist,
+    parse_job_record,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+ME = socket.gethostname().split(".")[0]
+
+HOSTLISTS = {
+    "vm": ["vm"],
+    "gpu[01-03]": ["gpu01", "gpu02", "gpu03"],
+    "n[8-10],login": ["n8", "n9", "n10", "login"],
+    "a[1-2,05],b-c[01-02]x[1-2]": ["a1", "a2", "a05", "b-c01x1", "b-c01x2", "b-c02x1", "b-c02x2"],
+    "node[008-011]": ["node008", "node009", "node010", "node011"],
+}
+
+
+@pytest.mark.parametrize("hostlist", sorted(HOSTLISTS))
+def test_builtin_hostlist_parser(hostlist):
+    assert expand_hostlist(hostlist, use_scontrol=False) == HOSTLISTS[hostlist]
+
+
+@pytest.mark.skipif(not shutil.which("scontrol"), reason="scontrol not installed (apt slurm-client)")
+@pytest.mark.parametrize("hostlist", sorted(HOSTLISTS))
+def test_builtin_parser_agrees_with_scontrol(hostlist):
+    out = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert expand_hostlist(hostlist, use_scontrol=False) == out
+
+
+@pytest.mark.parametrize("bad", ["", "a[1-2", "a]1[", "a[x-y]", "a[3-1]"])
+def test_bad_hostlists_are_rejected(bad):
+    with pytest.raises(ClusterError):
+        expand_hostlist(bad, use_scontrol=False)
+
+
+def test_expand_counts():
+    assert expand_counts("8(x2),4") == [8, 8, 4]
+    assert expand_counts("2") == [2]
+    with pytest.raises(ClusterError, match="bad SLURM count"):
+        expand_counts("8(x)")
+
+
+# A `scontrol show job -o` record of a 2-node job (format of Slurm 22.05; fields trimmed).
+RECORD_2X8 = (
+    "JobId=4242 JobName=skeleton_rl UserId=u(1) JobState=RUNNING Partition=gpu "
+    "NodeList=gpu[07-08] BatchHost=gpu07 NumNodes=2 NumCPUs=128 NumTasks=2 CPUs/Task=64 "
+    "TRES=cpu=128,mem=960000M,node=2,billing=128,gres/gpu=16 TresPerNode=gres:gpu:8"
+)
+
+
+def test_parse_job_record():
+    rec = parse_job_record(RECORD_2X8)
+    assert rec["JobId"] == "4242" and rec["NodeList"] == "gpu[07-08]" and rec["CPUs/Task"] == "64"
+    with pytest.raises(ClusterError, match="not a scontrol job record"):
+        parse_job_record("slurm_load_jobs error: Invalid job id specified")
+
+
+def test_allocation_from_two_node_record():
+    alloc = allocation_from({"SLURM_JOB_ID": "4242"}, parse_job_record(RECORD_2X8))
+    assert alloc.nodes == ("gpu07", "gpu08")
+    assert (alloc.nnodes, alloc.gpus_per_node, alloc.cpus_per_node, alloc.total_gpus) == (2, 8, 64, 16)
+    assert not alloc.same_host
+
+
+def test_gpus_per_job_are_split_over_nodes():
+    rec = parse_job_record(RECORD_2X8.replace("TresPerNode=gres:gpu:8", "TresPerJob=gres:gpu:a100:16"))
+    assert allocation_from({"SLURM_JOB_ID": "4242"}, rec).gpus_per_node == 8
+    uneven = parse_job_record(RECORD_2X8.replace("TresPerNode=gres:gpu:8", "TresPerJob=gres:gpu:9"))
+    with pytest.raises(ClusterError, match="uneven"):
+        allocation_from({"SLURM_JOB_ID": "4242"}, uneven)
+
+
+def test_environment_wins_for_cpus_and_is_used_without_a_record():
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_CPUS_PER_NODE": "16(x2)",
+           "SLURM_GPUS_ON_NODE": "4"}
+    alloc = allocation_from(env, None)
+    assert (alloc.nodes, alloc.cpus_per_node, alloc.gpus_per_node) == (("n1", "n2"), 16, 4)
+
+
+def test_tasks_as_nodes_test_mode():
+    env = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "vm", "SLURM_TASKS_PER_NODE": "2",
+           "SLURM_CPUS_PER_TASK": "1", "SLURM_GPUS_ON_NODE": "1"}
+    alloc = allocation_from(env, None, tasks_as_nodes=True)
+    assert alloc.nodes == ("vm", "vm") and alloc.same_host
+    assert (alloc.cpus_per_node, alloc.gpus_per_node) == (1, 0)  # CPU only in test mode
+
+
+def test_outside_slurm(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("SLURM_"):
+            monkeypatch.delenv(key)
+    with pytest.raises(ClusterError, match="not inside a SLURM job"):
+        cluster.current_allocation()
+    with cluster.multinode_ray() as rc:
+        assert rc is None  # verl then starts its own local Ray
+
+
+def _flag(cmd, name):
+    vals = [c.split("=", 1)[1] for c in cmd if c.startswith(name + "=")]
+    assert len(vals) == 1, (name, cmd)
+    return vals[0]
+
+
+def test_plan_multi_host_head_local_workers_through_srun(tmp_path):
+    alloc = Allocation("4242", ("othernode", ME), gpus_per_node=8, cpus_per_node=64)
+    rc = RayCluster(alloc, port=6380, temp_root=tmp_path / "ray")
+    (head_host, head), (worker_host, worker) = rc.plan()
+    assert head_host == ME and worker_host == "othernode"  # the head runs where the driver runs
+    assert head[0].endswith("ray") and "--head" in head and "--block" in head
+    assert _flag(head, "--port") == "6380" and _flag(head, "--num-gpus") == "8"
+    assert worker[:6] == ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", "othernode"]
+    assert "--gres=gpu:8" in worker and "--cpus-per-task=64" in worker
+    assert _flag(worker, "--address").endswith(":6380") and "--head" not in worker
+    # one host each: the same ports and a node-local temp dir on every node
+    assert _flag(head, "--node-manager-port") == _flag(worker, "--node-manager-port")
+    assert _flag(head, "--temp-dir") == _flag(worker, "--temp-dir")
+
+
+def test_plan_same_host_gets_distinct_ports_and_dirs(tmp_path):
+    alloc = Allocation("9", (ME, ME, ME), gpus_per_node=0, cpus_per_node=1, tasks_as_nodes=True)
+    plans = [cmd for _, cmd in RayCluster(alloc, port=30000, temp_root=tmp_path).plan()]
+    for name in ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
+                 "--min-worker-port", "--temp-dir", "--runtime-env-agent-port"):
+        values = [_flag(cmd, name) for cmd in plans]
+        assert len(set(values)) == 3, (name, values)
+    assert all("--gres" not in " ".join(cmd) for cmd in plans)
+
+
+def test_cpu_only_announces_no_gpus(tmp_path):
+    alloc = Allocation("1", ("x", ME), gpus_per_node=8, cpus_per_node=4)
+    rc = RayCluster(alloc, cpu_only=True, temp_root=tmp_path)
+    assert all(_flag(cmd, "--num-gpus") == "0" for _, cmd in rc.plan())
+
+
+def test_head_must_be_in_the_allocation(tmp_path):
+    rc = RayCluster(Allocation("1", ("a-node", "b-node"), 8, 8), temp_root=tmp_path)
+    with pytest.raises(ClusterError, match="not in the allocation"):
+        rc.plan()
+
+
+def test_env_needs_a_started_cluster(tmp_path):
+    with pytest.raises(ClusterError, match="not started"):
+        _ = RayCluster(Allocation("1", (ME, "b"), 0, 1), temp_root=tmp_path).env
+
+
+def test_leftover_pids_finds_processes_by_marker(tmp_path):
+    marker = tmp_path / "unique-marker-dir"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(marker)])
+    try:
+        assert proc.pid in cluster.leftover_pids(marker)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.pid not in cluster.leftover_pids(marker)
+
+
+# ---- the SLURM profile and stage_resources(), through the real workflow (dry runs) -----------------
+
+
+def _dry_run(*args: str) -> str:
+    """Dry run of the target in args, forced (results/ may already hold it)."""
+    proc = subprocess.run([SNAKEMAKE, "-n", "--force", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def _resources(output: str, rule: str) -> dict[str, str]:
+    m = re.search(rf"rule {rule}:\n(?:    .*\n)*?    resources: (.*)\n", output)
+    assert m, output[-3000:]
+    return dict(item.split("=", 1) for item in m.group(1).split(", "))
+
+
+def _paper() -> dict:
+    with open(REPO / "config" / "paper.yaml", encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _first_dataset() -> str:
+    with open(REPO / "config.yaml", encoding="utf-8") as fh:
+        return next(iter(yaml.safe_load(fh)["datasets"]))
+
+
+@pytest.mark.slow
+def test_profile_slurm_is_found_from_the_repo_root_and_uses_the_paper_config():
+    target = f"results/data/{_first_dataset()}/ingest_summary.json"
+    out = _dry_run("--profile", "slurm", target)
+    assert "Using profile slurm" in out
+    want = _paper()["cluster"]["stages"]["data"]
+    got = _resources(out, "data_ingest")
+    assert (int(got["mem_mb"]), int(got["runtime"]), int(got["cpus_per_task"])) == \
+        (want["mem_mb"], want["runtime"], want["cpus_per_task"])
+
+
+@pytest.mark.slow
+def test_ci_layer_switches_to_the_cpu_config():
+    target = f"results/data/{_first_dataset()}/ingest_summary.json"
+    got = _resources(_dry_run("--profile", "slurm", "--profile", "profiles/ci", target), "data_ingest")
+    with open(REPO / "config.yaml", encoding="utf-8") as fh:
+        cpu = yaml.safe_load(fh)["cluster"]
+    want = {**cpu["default_resources"], **cpu["stages"].get("data", {})}
+    assert int(got["mem_mb"]) == want["mem_mb"] and int(got["cpus_per_task"]) == want["cpus_per_task"]
+
+
+@pytest.mark.slow
+def test_gpu_resources_per_node(tmp_path):
+    """One node: --gpus=N (+model); several nodes: per-node --gres=gpu:model:N; site flags appended."""
+    override = tmp_path / "site.yaml"
+    override.write_text(yaml.safe_dump({"cluster": {
+        "gpu_model": "a100", "partition": "gpu", "account": "proj", "slurm_extra": "--exclusive",
+        "stages": {"data": {"gpu": 4, "nodes": 2, "slurm_extra": "--hint=nomultithread"}},
+    }}))
+    target = f"results/data/{_first_dataset()}/ingest_summary.json"
+    got = _resources(_dry_run(target, "--profile", "slurm", "--configfile", "config/paper.yaml",
+                              str(override)), "data_ingest")
+    assert got["gres"] == "gpu:a100:4" and got["nodes"] == "2" and "gpu" not in got
+    assert (got["slurm_partition"], got["slurm_account"]) == ("gpu", "proj")
+    assert got["slurm_extra"] == "--exclusive --hint=nomultithread"
+
+    override.write_text(yaml.safe_dump({"cluster": {"gpu_model": "a100",
+                                                    "stages": {"data": {"gpu": 2, "nodes": 1}}}}))
+    got = _resources(_dry_run(target, "--profile", "slurm", "--configfile", "config/paper.yaml",
+                              str(override)), "data_ingest")
+    assert (got["gpu"], got["gpu_model"]) == ("2", "a100") and "gres" not in got
+
+    override.write_text(yaml.safe_dump({"device": "cpu", "cluster": {"stages": {"data": {"gpu": 2}}}}))
+    got = _resources(_dry_run(target, "--profile", "slurm", "--configfile", "config/paper.yaml",
+                              str(override)), "data_ingest")
+    assert "gpu" not in got and "gres" not in got  # device cpu: never ask for GPUs
+
+
+def test_profiles_are_valid_and_layered_as_documented():
+    with open(REPO / "profiles" / "slurm" / "profile.yaml", encoding="utf-8") as fh:
+        slurm = yaml.safe_load(fh)
+    assert (REPO / "slurm").resolve() == (REPO / "profiles" / "slurm").resolve()
+    assert slurm["executor"] == "slurm" and slurm["configfile"] == "config/paper.yaml"
+    assert slurm["slurm-status-command"] == "squeue"  # sacct hangs without an accounting database
+    assert slurm["retries"] >= 1  # preempted / timed-out training is resubmitted and resumes
+    assert "software-deployment-method" not in slurm and "sdm" not in slurm
+    with open(REPO / "profiles" / "ci" / "profile.yaml", encoding="utf-8") as fh:
+        assert yaml.safe_load(fh)["configfile"] == "config.yaml"
+    with open(REPO / "profiles" / "conda" / "profile.yaml", encoding="utf-8") as fh:
+        assert yaml.safe_load(fh)["software-deployment-method"] == "conda"
