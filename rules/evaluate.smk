@@ -8,6 +8,14 @@ EVAL = config["evaluate"]
 EVAL_DEC = EVAL["decompile"]
 EVAL_GEN = EVAL["codegen"]
 EVAL_SYSTEMS = {s["name"]: s for s in EVAL_DEC["systems"]}
+# DHRCL runs: the configured list, or every run of the dhrcl section.
+EVAL_GEN_RUNS = (
+    EVAL_GEN["runs"]
+    if EVAL_GEN["runs"] is not None
+    else [f"dhrcl-{r}" for r in config.get("dhrcl", {}).get("runs", [])]
+)
+# Sandbox limits of evaluation jobs: the project's sandbox section with the evaluate overrides.
+EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
 
 
 def eval_alternatives(names):
@@ -36,7 +44,7 @@ def eval_targets():
     ]
     if EVAL_DEC["bringupbench"]["enabled"]:
         files.append(res("eval", "bringupbench", "identifier.json"))
-    runs = EVAL_GEN["runs"] + (["reference"] if EVAL_GEN["reference"] else [])
+    runs = EVAL_GEN_RUNS + (["reference"] if EVAL_GEN["reference"] else [])
     files += [
         res("eval", run, f"{b}.json") for run in runs for b in EVAL_GEN["benchmarks"]
     ]
@@ -67,7 +75,7 @@ rule eval_decompile_baseline:
         levels=EVAL_DEC["levels"],
         tasks_per_level=EVAL_DEC["baseline_tasks_per_level"],
         timeout_s=EVAL["timeout_s"],
-        sandbox=EVAL["sandbox"],
+        sandbox=EVAL_SANDBOX,
     script:
         "../workflow_scripts/eval_decompile_baseline.py"
 
@@ -109,7 +117,7 @@ rule eval_decompile_system:
         batch_size=EVAL["batch_size"],
         max_prompt_tokens=EVAL["max_prompt_tokens"],
         timeout_s=EVAL["timeout_s"],
-        sandbox=EVAL["sandbox"],
+        sandbox=EVAL_SANDBOX,
         seed=config["seed"],
     script:
         "../workflow_scripts/eval_decompile_system.py"
@@ -151,7 +159,7 @@ rule eval_codegen_reference:
     params:
         limit=EVAL_GEN["limit"],
         timeout_s=EVAL["timeout_s"],
-        sandbox=EVAL["sandbox"],
+        sandbox=EVAL_SANDBOX,
     script:
         "../workflow_scripts/eval_codegen_reference.py"
 
@@ -164,7 +172,7 @@ rule eval_codegen:
     log:
         logpath("eval_codegen", "{run}.{benchmark}.log"),
     wildcard_constraints:
-        run=eval_alternatives(EVAL_GEN["runs"]),
+        run=eval_alternatives(EVAL_GEN_RUNS),
         benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
     conda:
         "../envs/codegrpo.yaml"
@@ -183,7 +191,7 @@ rule eval_codegen:
         batch_size=EVAL["batch_size"],
         max_prompt_tokens=EVAL["max_prompt_tokens"],
         timeout_s=EVAL["timeout_s"],
-        sandbox=EVAL["sandbox"],
+        sandbox=EVAL_SANDBOX,
         seed=config["seed"],
     script:
         "../workflow_scripts/eval_codegen.py"

@@ -7,6 +7,21 @@ TABLE_NAMES = ("reexec", "ablation", "dhrcl", "identifier")
 TABLE_FORMATS = ("md", "csv", "tex")
 
 
+def report_runs():
+    """Training runs plotted in the report: the configured list, or the runs behind what is evaluated."""
+    if TABLES["report_runs"] is not None:
+        return list(TABLES["report_runs"])
+    runs = []
+    for system in EVAL_SYSTEMS.values():
+        for run in (system["skeleton"], system.get("skin")):
+            if run and run not in runs:
+                runs.append(run)
+    return runs + [r for r in EVAL_GEN_RUNS if r not in runs]
+
+
+REPORT_RUNS = report_runs()
+
+
 def eval_decompile_files():
     return [f for f in EVAL_TARGETS if f.endswith("humaneval_decompile.json")]
 
@@ -104,7 +119,7 @@ rule report_run:
     log:
         logpath("report_run", "{run}.log"),
     wildcard_constraints:
-        run=eval_alternatives(TABLES["report_runs"]),
+        run=eval_alternatives(REPORT_RUNS),
     conda:
         "../envs/codegrpo.yaml"
     threads: 1
@@ -125,7 +140,7 @@ TABLE_TARGETS = register_targets(
         for ext in TABLE_FORMATS + ("html",)
     ]
     + [res("report", "reexec_by_level.png"), res("report", "codegen.png")]
-    + [res("report", "runs", f"{run}.png") for run in TABLES["report_runs"]],
+    + [res("report", "runs", f"{run}.png") for run in REPORT_RUNS],
 )
 
 
