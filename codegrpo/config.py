@@ -7,6 +7,7 @@ The workflow validates the same file with ``snakemake.utils.validate`` in ``rule
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +55,89 @@ def validate_config(cfg: dict, source: str = "<config>") -> dict:
     return cfg
 
 
-def load_config(path: str | Path, overrides: dict | None = None) -> dict[str, Any]:
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (plain YAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    seen: dict[tuple[str, str], int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor` merges (explicit keys may override merged ones)
+        key = (key_node.tag, key_node.value)
+        if key in seen:
+            raise ConfigError(
+                f"line {key_node.start_mark.line + 1}: key {key_node.value!r} is given twice in the same "
+                f"mapping (first on line {seen[key] + 1})"
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def input_files(cfg: dict) -> list[tuple[str, str]]:
+    """The input files a config names, as (key path, file path) pairs: every dataset's ``path`` and the KodCode
+    files (``data/kodcode/paths``)."""
+    out: list[tuple[str, str]] = []
+    for name, ds in (cfg.get("datasets") or {}).items():
+        if isinstance(ds, dict) and isinstance(ds.get("path"), str):
+            out.append((f"datasets/{name}/path", ds["path"]))
+    kod = ((cfg.get("data") or {}).get("kodcode") or {}).get("paths") or []
+    for i, p in enumerate(kod):
+        if isinstance(p, str):
+            out.append((f"data/kodcode/paths/{i}", p))
+    return out
+
+
+def check_input_files(cfg: dict, source: str = "<config>", base_dir: str | Path | None = None) -> None:
+    """Raise ConfigError naming the key path of every configured input file that is missing or not a regular
+    readable file. Relative paths are taken from ``base_dir`` (default: the workflow directory)."""
+    base = Path(base_dir) if base_dir is not None else REPO_ROOT
+    msgs = []
+    for where, p in input_files(cfg):
+        full = Path(p) if Path(p).is_absolute() else base / p
+        if not full.exists():
+            msgs.append(f"{source}: {where}: file not found: {full}")
+        elif not full.is_file():
+            msgs.append(f"{source}: {where}: not a regular file: {full}")
+        elif not os.access(full, os.R_OK):
+            msgs.append(f"{source}: {where}: file not readable: {full}")
+    if msgs:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(msgs))
+
+
+def load_config(
+    path: str | Path, overrides: dict | None = None, check_files: bool = True, base_dir: str | Path | None = None
+) -> dict[str, Any]:
+    """Read, validate (defaults filled in) and return the config at ``path``.
+
+    Every problem is a :class:`ConfigError` whose message names the file and the key path: a missing or
+    unreadable file, text that is not UTF-8 YAML, an empty file, a top level that is not a mapping, a key given
+    twice, a schema violation, and (``check_files``) a configured input file that does not exist.
+    """
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as fh:
-            cfg = yaml.safe_load(fh) or {}
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a YAML config (not UTF-8 text: {exc})") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from exc
+    try:
+        cfg = yaml.load(text, Loader=_StrictLoader)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if cfg is None:
+        raise ConfigError(f"{path}: the config file is empty")
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: the top level must be a mapping, got {type(cfg).__name__}")
     if overrides:
         cfg.update(overrides)
-    return validate_config(cfg, str(path))
+    validate_config(cfg, str(path))
+    if check_files:
+        check_input_files(cfg, str(path), base_dir)
+    return cfg

@@ -1,7 +1,13 @@
 # Stage: data. Raw JSONL -> validated, normalised, header-checked records per dataset -> verl parquet files
 # (RL and SFT, per SK2Decompile stage) and the KodCode slices for DHRCL. Target rule: `data`.
 # Library code: codegrpo/data/ (docs/data.md).
+import os
 import re
+
+from codegrpo.config import check_input_files
+
+# Fail at parse time, naming the key path, when a configured input file is missing.
+check_input_files(config, source="config", base_dir=os.getcwd())
 
 DATASETS = config["datasets"]
 DATA_CFG = config["data"]
