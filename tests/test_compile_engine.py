@@ -33,6 +33,9 @@ _LATE_FAILURES = [
     'static inline __attribute__((always_inline)) int func_ai(int); int func_use(void) { return func_ai(1); }',
     'void func_err(void) __attribute__((error("no"))); void func_call(void) { func_err(); }',
     'int var_s __attribute__((section("sec"))) = 1; const int var_t __attribute__((section("sec"))) = 2;',
+    'void var_v;',  # file-scope objects of void type: rejected only when the tentative definition is emitted
+    'const void var_c, *var_p;',
+    'typedef void type_v; typedef type_v type_w; type_w var_w;',
     '#include <stdio.h>\nint func_p(void) { return printf("x"); }',
     'int caf\u00e9 = 1;',
     '#pragma GCC optimize("O2")\nint func_o(void) { return 0; }',
@@ -42,7 +45,7 @@ _LATE_FAILURES = [
 
 def mutate(text: str, rng: random.Random) -> str:
     lines = text.split("\n")
-    kind = rng.randrange(12)
+    kind = rng.randrange(13)
     if kind == 0 and len(lines) > 1:  # delete a line
         del lines[rng.randrange(len(lines))]
         return "\n".join(lines)
@@ -73,6 +76,8 @@ def mutate(text: str, rng: random.Random) -> str:
     if kind == 10:  # stray token
         i = rng.randrange(len(text) + 1)
         return text[:i] + rng.choice([" @ ", " int ", " ( ", " 0x ", " \" "]) + text[i:]
+    if kind == 11:  # a file-scope object of void type (directly or through a typedef)
+        return rng.choice(["void var999;\n", "typedef void type999;\ntype999 var999;\n"]) + text
     return ""  # empty answer
 
 
@@ -123,7 +128,7 @@ def test_late_failures_are_confirmed_with_gcc_c():
     with CompileEngine(workers=2, mode="fast") as eng:
         got = eng.compile_sources(_LATE_FAILURES)
     assert got == [compile_reference("", s) for s in _LATE_FAILURES]
-    assert got[:6] == [0.0] * 6  # these six parse but fail in gcc -c
+    assert got[:9] == [0.0] * 9  # these nine pass gcc -fsyntax-only but fail in gcc -c
 
 
 def test_dedupe_and_cache():
