@@ -1,1 +1,45 @@
-# Stage: dhrcl. Rules, target rule `dhrcl`, and the files it registers with register_targets().
+# Stage: dhrcl. GRPO on KodCode with DHRCL's dense hierarchical rewards, trend-based curriculum and token credit
+# redistribution, plus its baselines and ablations (docs/dhrcl.md). Each configured variant is the run
+# results/runs/dhrcl-<variant>/{config.json, dhrcl.json, curriculum.json, checkpoints/, train.log, metrics.jsonl,
+# hf/, done.json}; done.json is written last. A killed run resumes from its newest checkpoint (and the
+# curriculum state saved next to it) when rerun.
+DHRCL_CFG = config["dhrcl"]
+
+
+def dhrcl_init_model():
+    return base_model_path() if DHRCL_CFG["init"] == "base" else DHRCL_CFG["init"]
+
+
+def dhrcl_init_input():
+    return base_model_input() if DHRCL_CFG["init"] == "base" else []
+
+
+rule dhrcl_train:
+    input:
+        train=res("data", "kodcode", "train.parquet"),
+        val=res("data", "kodcode", "val.parquet"),
+        init=dhrcl_init_input(),
+    output:
+        done=res("runs", "dhrcl-{variant}", "done.json"),
+        hf=directory(res("runs", "dhrcl-{variant}", "hf")),
+    log:
+        logpath("dhrcl_train", "{variant}.log"),
+    wildcard_constraints:
+        variant="[A-Za-z0-9_]+",
+    threads: 2
+    resources:
+        **stage_resources("dhrcl"),
+    params:
+        cfg=training_cfg("dhrcl", "sandbox"),
+        init_model=dhrcl_init_model(),
+        run_dir=lambda w: res("runs", f"dhrcl-{w.variant}"),
+    script:
+        "../workflow_scripts/dhrcl_train.py"
+
+
+rule dhrcl:
+    input:
+        register_targets(
+            "dhrcl",
+            [res("runs", f"dhrcl-{v}", "done.json") for v in DHRCL_CFG["runs"]],
+        ),

@@ -155,6 +155,15 @@ def test_registered_under_kodcode(record, sandbox, monkeypatch):
     assert set(out[0]) == set(d.RESULT_KEYS)
 
 
+def test_empty_completion_is_not_a_program(record, sandbox):
+    ref, tests = record["solution"], record["test_code"]
+    extra = {"reference_solution": ref, "test_code": tests}
+    out = d.score_batch(["", "# just a comment\n", "```python\n\n```"], [tests] * 3, [extra] * 3, sandbox=sandbox,
+                        stage=2)
+    for o in out:
+        assert (o["r_exec"], o["r_pass"], o["r_syntax"], o["r_ast"], o["score"]) == (0, 0, 0, 0, 0)
+
+
 def test_missing_tests_is_a_clear_error(sandbox):
     with pytest.raises(ValueError, match="without tests"):
         d.score_batch(["x = 1"], [""], [{}], sandbox=sandbox)

@@ -97,3 +97,102 @@ def test_weighting_params_from_config():
     cfg = OmegaConf.create({"clip_ratio": 0.2, "policy_loss": {"dhrcl_tau": 2.0, "dhrcl_w_max": 3.0}})
     assert losses.weighting_params(cfg) == {"tau": 2.0, "w_min": 0.25, "w_max": 3.0}
     assert losses.weighting_params(None) == {"tau": 1.0, "w_min": 0.25, "w_max": 4.0}
+
+
+# ---- verl adapter of DHRCL (codegrpo.verl.dhrcl) ------------------------------------------------------------
+import json  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from codegrpo.config import load_config  # noqa: E402
+from codegrpo.verl import dhrcl as vd  # noqa: E402
+
+
+def test_variants_map_to_reward_loss_and_curriculum():
+    full = vd.resolve_variant({}, "full")
+    assert (full["reward"], vd.loss_mode(full["token_weights"]), full["curriculum"]) == ("full", "dhrcl", "trend")
+    assert vd.loss_mode(vd.resolve_variant({}, "uniform_weights")["token_weights"]) == "dhrcl_uniform"
+    assert vd.loss_mode(vd.resolve_variant({}, "baseline_pass_rate")["token_weights"]) == "vanilla"
+    nc = vd.resolve_variant({}, "no_curriculum")
+    assert nc["stage"] == 3 and vd.loss_mode(nc["token_weights"]) == "dhrcl_uncertainty"
+    with pytest.raises(ValueError, match="unknown variant"):
+        vd.resolve_variant({}, "nope")
+    with pytest.raises(ValueError, match="fixed stage"):
+        vd.resolve_variant({"variants": {"x": {"reward": "full", "token_weights": "stage", "curriculum": "none"}}}, "x")
+    fixed = vd.curriculum_config({"curriculum": {"fixed_schedule_fraction": [0.2, 0.5], "window": 3}},
+                                 vd.resolve_variant({}, "fixed_schedule"), 100)
+    assert fixed.forced_schedule == (20, 50) and fixed.window == 3
+
+
+def test_validation_components_pick_the_largest_n():
+    m = {"val-aux/kodcode/r_exec/mean@1": 0.1, "val-aux/kodcode/r_exec/mean@4": 0.4,
+         "val-aux/kodcode/r_exec/std@4": 9.0, "val-core/kodcode/reward/mean@4": 2.0,
+         "val-aux/other/r_syntax/mean@1": 7.0}
+    assert vd.validation_components(m) == {"r_exec": 0.4, "reward": 2.0}
+
+
+@pytest.mark.parametrize("variant,loss", [("full", "dhrcl"), ("baseline_pass_rate", "vanilla"),
+                                          ("uniform_weights", "dhrcl_uniform")])
+def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
+    cfg = load_config(repo_root / "config.yaml")
+    launch = vd.dhrcl_launch(cfg, variant, train_files=str(tmp_path / "t.parquet"),
+                             val_files=str(tmp_path / "v.parquet"), init_model=str(tmp_path / "model"),
+                             run_dir=tmp_path / f"dhrcl-{variant}")
+    hc = launch.validate()
+    assert hc.trainer.experiment_name == f"dhrcl-{variant}"
+    assert hc.actor_rollout_ref.actor.policy_loss.loss_mode == loss
+    assert hc.reward_model.reward_manager == "batch" and hc.custom_reward_function.name == "compute_score_batch"
+    assert hc.custom_reward_function.reward_kwargs.variant == vd.resolve_variant({}, variant)["reward"]
+    assert hc.trainer.val_before_train and hc.trainer.test_freq == cfg["dhrcl"]["curriculum"]["eval_every"]
+    assert list(hc.codegrpo.validate_callbacks) == ["codegrpo.verl.dhrcl:on_validate"]
+    assert (hc.actor_rollout_ref.model.get("external_lib") == "codegrpo.verl.losses") == (loss != "vanilla")
+    settings = json.loads((tmp_path / f"dhrcl-{variant}" / "dhrcl.json").read_text())
+    assert launch.env[vd.SETTINGS_ENV].endswith("dhrcl.json") and settings["variant"] == variant
+    assert json.loads(launch.env["CODEGRPO_SANDBOX_LIMITS"])["wall_s"] == cfg["sandbox"]["wall_s"]
+
+
+@pytest.mark.slow
+def test_on_validate_drives_stage_actor_and_resumes(tmp_path, monkeypatch):
+    """Real local Ray: the named actor carries the stage, state is saved and restored after a 'restart'."""
+    import ray
+
+    from codegrpo.rewards import dhrcl as reward
+
+    run_dir = tmp_path / "dhrcl-full"
+    run_dir.mkdir()
+    ccfg = {"total_steps": 100, "eval_every": 1, "window": 2, "patience": 1, "min_steps": 0}
+    settings = {"variant": "full", "variant_def": vd.resolve_variant({}, "full"), "run_dir": str(run_dir),
+                "curriculum": ccfg}
+    (run_dir / "dhrcl.json").write_text(json.dumps(settings))
+    monkeypatch.setenv(vd.SETTINGS_ENV, str(run_dir / "dhrcl.json"))
+
+    def val(step, syn, exe):
+        trainer = SimpleNamespace(global_steps=step)
+        return vd.on_validate(trainer, {"val-aux/kodcode/r_syntax/mean@1": syn, "val-aux/kodcode/r_exec/mean@1": exe,
+                                        "val-aux/kodcode/r_pass/mean@1": 0.0})
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        monkeypatch.setattr(vd, "_STATE", None)
+        monkeypatch.setattr(vd, "_HANDLE", None)
+        assert val(0, 0.5, 0.1)["curriculum/stage"] == 1.0
+        assert vd.current_stage() == 1 and reward._STAGE_PROVIDER is vd.current_stage
+        m = val(1, 0.5, 0.1)  # flat window of 2 -> plateau -> stage 2
+        assert m["curriculum/stage"] == 2.0 and m["curriculum/advanced"] == 1.0
+        assert vd.current_stage() == 2
+        # another reader (as the workers do) sees the same actor
+        assert ray.get(ray.get_actor(vd.STATE_ACTOR_NAME).get.remote()) == 2
+        assert vd.on_step(SimpleNamespace(global_steps=1), 1, {"x": 1.0})["dhrcl/stage"] == 2.0
+        val(2, 0.5, 0.3)
+        saved = json.loads((run_dir / "curriculum.json").read_text())
+        assert saved["stage"] == 2 and [h["step"] for h in saved["history"]] == [0, 1, 2]
+        # "restart" resuming from a checkpoint at step 1: state restored, step 1 re-validated
+        monkeypatch.setattr(vd, "_STATE", None)
+        vd._HANDLE and ray.get(vd._HANDLE.set.remote(1))
+        m = val(1, 0.5, 0.1)
+        assert vd._STATE.controller.transitions[0]["step"] == 1 and vd.current_stage() == 2
+        assert [h["step"] for h in vd._STATE.controller.history] == [0, 1]
+    finally:
+        reward.set_stage_provider(None)
+        monkeypatch.setattr(vd, "_HANDLE", None)
+        monkeypatch.setattr(vd, "_READ_HANDLE", None)
+        ray.shutdown()

@@ -5,7 +5,8 @@ Components of one completion ``y`` (its code is the last fenced ```python block 
 * ``r_syntax``: tree-sitter (Python grammar) top-level units of the module; a unit is valid iff its subtree has
   no error node; weights are the units' token lengths (policy tokenizer when given, else bytes);
   ``sum(w v) / sum(w)``, 0 when no unit.
-* ``r_exec``: 1 if the solution module imports (runs) without error within the sandbox limits.
+* ``r_exec``: 1 if the solution module imports (runs) without error within the sandbox limits; an empty or
+  comment-only completion is not a program and scores 0.
 * ``r_pass``: passed / collected tests (KodCode's pytest harness in :mod:`codegrpo.execution`).
 * ``r_ast``: similarity of normalised ASTs against the reference solution (``1 - TED / max size`` with apted,
   node-capped; or Jaccard over parent->child node-type pairs); 0 if ``y`` does not parse strictly.
@@ -390,10 +391,12 @@ def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], 
     out = []
     for c, t, ref in zip(codes, tests, refs):
         res = runs[uniq[(c, t)]]
-        rs = r_syntax(c, tok) if c.strip() else 0.0
-        ra = r_ast(c, ref, cfg.ast_method, cfg.ast_node_cap) if (c.strip() and ref) else 0.0
-        out.append({"r_syntax": rs, "r_exec": float(res.executed), "r_pass": res.pass_rate if res.executed else 0.0,
-                    "r_ast": ra, "all_passed": float(res.all_passed and res.executed),
+        has_program = bool(syntax_units(c))  # empty / comment-only output executes "successfully": not a program
+        rs = r_syntax(c, tok) if has_program else 0.0
+        ra = r_ast(c, ref, cfg.ast_method, cfg.ast_node_cap) if (has_program and ref) else 0.0
+        executed = res.executed and has_program
+        out.append({"r_syntax": rs, "r_exec": float(executed), "r_pass": res.pass_rate if executed else 0.0,
+                    "r_ast": ra, "all_passed": float(res.all_passed and executed),
                     "timed_out": float(res.timed_out)})
     return out
 

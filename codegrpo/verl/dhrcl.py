@@ -1,0 +1,382 @@
+"""DHRCL on verl 0.4.1: variants, the curriculum in the trainer, the shared stage, and the run launcher.
+
+How a DHRCL run is wired (all through the project trainer's plug-in hook, docs/training.md):
+
+* reward: ``reward_model.reward_manager=batch`` with the registry's ``compute_score_batch`` (data_source
+  ``kodcode`` → :mod:`codegrpo.rewards.dhrcl`); the variant and the reward settings arrive as
+  ``custom_reward_function.reward_kwargs``;
+* curriculum: ``codegrpo.validate_callbacks`` runs :func:`on_validate` after every validation in the TaskRunner
+  process. It feeds the validation means of ``r_syntax`` / ``r_exec`` / ``r_pass`` to a
+  :class:`codegrpo.curriculum.CurriculumController`, saves its state to ``<run_dir>/curriculum.json`` after every
+  decision, and publishes the stage through a Ray named actor (:class:`CurriculumState`);
+* the stage is read by the reward (same process: a stage provider installed in :mod:`codegrpo.rewards.dhrcl`)
+  and by the stage-following policy loss ``dhrcl`` in the actor workers (:func:`current_stage`);
+* resume: verl resumes from its newest checkpoint and validates first (``val_before_train`` is forced on for
+  DHRCL runs); the first :func:`on_validate` restores ``curriculum.json``, forgets what was observed after the
+  checkpoint step, and re-publishes the stage before any training step;
+* per-step metrics: the trainer logs every reward component as ``reward/<key>/mean`` (``score``, ``r_*``,
+  ``a_*``, ``stage``); :func:`on_step` adds ``dhrcl/stage`` and the curriculum's last decision.
+
+The Ray pitfall handled here: a non-detached named actor disappears with its last handle, after which
+``get_if_exists`` silently creates a fresh one (stage 1 again), so the driver keeps its handle in a module global
+for the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from codegrpo.curriculum import CurriculumConfig, CurriculumController
+
+log = logging.getLogger(__name__)
+
+STATE_ACTOR_NAME = "codegrpo_dhrcl_curriculum"
+SETTINGS_ENV = "CODEGRPO_DHRCL_SETTINGS"
+SETTINGS_FILE = "dhrcl.json"
+STATE_FILE = "curriculum.json"
+COMPONENTS = ("r_syntax", "r_exec", "r_pass", "r_ast")
+
+# Built-in variants (the config's dhrcl.variants may add or override entries).
+#   reward: the reward variant of codegrpo.rewards.dhrcl
+#   token_weights: stage (follow the curriculum), confidence | uniform | uncertainty (fixed), none (plain GRPO)
+#   curriculum: trend (the controller), fixed (forced schedule), none (constant stage)
+DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
+    "full": {"reward": "full", "token_weights": "stage", "curriculum": "trend"},
+    "no_ast": {"reward": "no_ast", "token_weights": "stage", "curriculum": "trend"},
+    "no_curriculum": {"reward": "no_curriculum", "token_weights": "uncertainty", "curriculum": "none", "stage": 3},
+    "fixed_schedule": {"reward": "full", "token_weights": "stage", "curriculum": "fixed"},
+    "uniform_weights": {"reward": "uniform_weights", "token_weights": "uniform", "curriculum": "trend"},
+    "baseline_binary": {"reward": "binary", "token_weights": "none", "curriculum": "none"},
+    "baseline_pass_rate": {"reward": "pass_rate", "token_weights": "none", "curriculum": "none"},
+    "baseline_static_dense": {"reward": "static_dense", "token_weights": "none", "curriculum": "none"},
+}
+
+
+BASELINE_REWARDS = ("binary", "pass_rate", "static_dense")
+
+
+def run_name(variant: str) -> str:
+    return f"dhrcl-{variant}"
+
+
+def resolve_variant(dcfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    variants = {**DEFAULT_VARIANTS, **{k: dict(v) for k, v in (dcfg.get("variants") or {}).items()}}
+    if variant not in variants:
+        raise ValueError(f"dhrcl: unknown variant {variant!r}; defined: {', '.join(sorted(variants))}")
+    v = {"stage": None, **variants[variant]}
+    if v["curriculum"] not in ("trend", "fixed", "none"):
+        raise ValueError(f"dhrcl.variants.{variant}.curriculum must be trend, fixed or none, got {v['curriculum']!r}")
+    if v["token_weights"] not in ("stage", "confidence", "uniform", "uncertainty", "none"):
+        raise ValueError(f"dhrcl.variants.{variant}.token_weights invalid: {v['token_weights']!r}")
+    staged = v["reward"] not in BASELINE_REWARDS or v["token_weights"] == "stage"
+    if v["curriculum"] == "none" and staged and v["stage"] not in (1, 2, 3):
+        raise ValueError(f"dhrcl.variants.{variant}: without a curriculum a staged reward or token weighting "
+                         "needs a fixed stage (1, 2 or 3)")
+    return v
+
+
+def loss_mode(token_weights: str) -> str:
+    if token_weights == "none":
+        return "vanilla"
+    if token_weights == "stage":
+        return "dhrcl"
+    return f"dhrcl_{token_weights}"
+
+
+def curriculum_config(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], total_steps: int) -> CurriculumConfig:
+    c = dict(dcfg.get("curriculum") or {})
+    fixed_fraction = c.pop("fixed_schedule_fraction", [0.3, 0.3])
+    forced = None
+    if variant_def["curriculum"] == "fixed":
+        forced = [max(1, int(round(f * total_steps))) for f in fixed_fraction]
+    keep = {k: v for k, v in c.items() if k in CurriculumConfig.__dataclass_fields__}
+    return CurriculumConfig(total_steps=total_steps, forced_schedule=forced, **keep)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The shared stage (Ray named actor)
+# ---------------------------------------------------------------------------------------------------------
+_HANDLE = None  # the driver's handle: keeps the actor alive for the whole run
+_READ_HANDLE = None  # a reader's cached handle (reward process, workers)
+_ACTOR_CLS = None
+
+
+def _actor_class():
+    global _ACTOR_CLS
+    if _ACTOR_CLS is None:
+        import ray
+
+        @ray.remote(num_cpus=0)
+        class CurriculumState:
+            """The current stage, shared by the driver (writer), the reward and the actor workers (readers)."""
+
+            def __init__(self, stage: int = 1):
+                self.stage = int(stage)
+                self.updated = time.time()
+
+            def get(self) -> int:
+                return self.stage
+
+            def set(self, stage: int) -> int:
+                self.stage = int(stage)
+                self.updated = time.time()
+                return self.stage
+
+        _ACTOR_CLS = CurriculumState
+    return _ACTOR_CLS
+
+
+def publish_stage(stage: int) -> None:
+    """Create (once) the named actor in this process and set the stage; the handle stays referenced here."""
+    import ray
+
+    global _HANDLE
+    if _HANDLE is None:
+        _HANDLE = _actor_class().options(name=STATE_ACTOR_NAME, get_if_exists=True).remote(int(stage))
+    ray.get(_HANDLE.set.remote(int(stage)))
+
+
+def current_stage() -> int:
+    """The published stage (any process of the Ray job); ``CODEGRPO_DHRCL_STAGE`` or 1 outside Ray."""
+    global _READ_HANDLE
+    try:
+        import ray
+
+        if ray.is_initialized():
+            handle = _HANDLE or _READ_HANDLE
+            if handle is None:
+                handle = _READ_HANDLE = ray.get_actor(STATE_ACTOR_NAME)
+            return int(ray.get(handle.get.remote()))
+    except ValueError:  # no such actor yet (before the first validation)
+        pass
+    return int(os.environ.get("CODEGRPO_DHRCL_STAGE", "1"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Trainer callbacks (TaskRunner process)
+# ---------------------------------------------------------------------------------------------------------
+class _RunState:
+    def __init__(self, settings: dict):
+        self.settings = settings
+        self.run_dir = Path(settings["run_dir"])
+        self.variant = settings["variant_def"]
+        self.controller: CurriculumController | None = None
+        self.last: dict[str, Any] = {}
+
+
+_STATE: _RunState | None = None
+_VAL_KEY = re.compile(r"^val-(?:core|aux)/(?P<ds>[^/]+)/(?P<key>[^/]+)/mean@(?P<n>\d+)$")
+
+
+def load_settings(path: str | os.PathLike | None = None) -> dict:
+    path = path or os.environ.get(SETTINGS_ENV)
+    if not path:
+        raise RuntimeError(f"DHRCL callbacks need {SETTINGS_ENV} (the run's {SETTINGS_FILE}); set by run_dhrcl")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def validation_components(metrics: Mapping[str, float], data_source: str = "kodcode") -> dict[str, float]:
+    """``val-*/<data_source>/<component>/mean@N`` → ``{component: value}`` (largest N when several)."""
+    best: dict[str, tuple[int, float]] = {}
+    for k, v in metrics.items():
+        m = _VAL_KEY.match(k)
+        if m and m.group("ds") == data_source:
+            n = int(m.group("n"))
+            if m.group("key") not in best or n > best[m.group("key")][0]:
+                best[m.group("key")] = (n, float(v))
+    return {k: v for k, (_, v) in best.items()}
+
+
+def _init_state(step: int) -> _RunState:
+    """First validation of this process: restore or create the controller and publish the stage."""
+    from codegrpo.rewards import dhrcl as reward
+
+    st = _RunState(load_settings())
+    path = st.run_dir / STATE_FILE
+    cfg = CurriculumConfig.from_dict(st.settings["curriculum"])
+    if path.is_file():
+        st.controller = CurriculumController.load(path)
+        st.controller.config = cfg
+        st.controller.rewind(step - 1)  # the resumed step is validated again now
+        log.info("dhrcl: restored %s at step %d: stage %d", path, step, st.controller.stage)
+    else:
+        st.controller = CurriculumController(cfg)
+    publish_stage(_effective_stage(st))
+    reward.set_stage_provider(current_stage)
+    return st
+
+
+def _effective_stage(st: _RunState) -> int:
+    if st.variant["curriculum"] == "none":
+        return int(st.variant.get("stage") or 0)  # 0: no stage (baselines ignore it)
+    return st.controller.stage
+
+
+def on_validate(trainer, metrics: dict) -> dict:
+    """Validate callback: feed the controller, persist its state, publish the stage, add curriculum metrics."""
+    global _STATE
+    step = int(getattr(trainer, "global_steps", 0))
+    if _STATE is None:
+        _STATE = _init_state(step)
+    st = _STATE
+    comps = validation_components(metrics)
+    out = dict(metrics)
+    if st.variant["curriculum"] != "none":
+        decision = st.controller.observe(step, comps)
+        st.controller.save(st.run_dir / STATE_FILE)
+        publish_stage(decision.stage)
+        check = decision.check
+        st.last = {"curriculum/advanced": float(decision.advanced),
+                   "curriculum/plateau_count": float(check.get("plateau_count") or 0)}
+        if check.get("slope") is not None:
+            st.last["curriculum/slope"] = float(check["slope"])
+        if check.get("value") is not None:
+            st.last["curriculum/metric"] = float(check["value"])
+        if decision.advanced:
+            log.info("dhrcl: step %d: stage %d (%s)", step, decision.stage, decision.reason)
+    else:
+        st.controller.history.append({"step": step, "stage": _effective_stage(st), "metric": None, "value": None,
+                                      **{f"val_{k}": v for k, v in comps.items()}})
+        st.controller.save(st.run_dir / STATE_FILE)
+    out["curriculum/stage"] = float(_effective_stage(st))
+    out.update(st.last)
+    return out
+
+
+def on_step(trainer, step: int, metrics: dict) -> dict:
+    """Step callback: the stage in force after this step (the reward used ``reward/stage/mean``)."""
+    out = dict(metrics)
+    if _STATE is not None:
+        out["dhrcl/stage"] = float(_effective_stage(_STATE))
+        out.update({k: v for k, v in _STATE.last.items() if k not in out})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Launching a run (Snakemake job process)
+# ---------------------------------------------------------------------------------------------------------
+def reward_kwargs(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], tokenizer_path: str | None) -> dict:
+    r = dict(dcfg.get("reward") or {})
+    out = {"variant": variant_def["reward"], "stage3_form": r.get("stage3_form", "structure"),
+           "ast_method": r.get("ast_method", "ted"), "ast_node_cap": r.get("ast_node_cap", 400),
+           "timeout_s": r.get("timeout_s", 10.0)}
+    for k, v in (r.get("static_weights") or {}).items():
+        out[f"static_w_{k}"] = float(v)
+    if r.get("use_policy_tokenizer", True) and tokenizer_path:
+        out["tokenizer_path"] = str(tokenizer_path)
+    return out
+
+
+def dhrcl_overrides(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_model: str) -> tuple[list[str], dict]:
+    """verl overrides and environment of run ``dhrcl-<variant>`` (on top of the GRPO launch of the training
+    section)."""
+    from codegrpo.verl.launch import fmt
+
+    dcfg = cfg["dhrcl"]
+    vdef = resolve_variant(dcfg, variant)
+    tr = dcfg["training"]
+    total = int(tr["total_training_steps"] or 0)
+    if total <= 0:
+        raise ValueError("dhrcl.training.total_training_steps must be set (the curriculum's step budget)")
+    ccfg = curriculum_config(dcfg, vdef, total)
+    settings = {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
+                "curriculum": CurriculumController(ccfg).to_dict()["config"]}
+    from codegrpo.io import write_json
+
+    write_json(run_dir / SETTINGS_FILE, settings)
+    tw = dict(dcfg.get("token_weights") or {})
+    ar = "actor_rollout_ref"
+    ov = [
+        f"trainer.experiment_name={run_name(variant)}",
+        f"trainer.test_freq={ccfg.eval_every}",
+        "trainer.val_before_train=true",
+        f"{ar}.actor.policy_loss.loss_mode={loss_mode(vdef['token_weights'])}",
+        f"+{ar}.actor.policy_loss.dhrcl_tau={fmt(float(tw.get('tau', 1.0)))}",
+        f"+{ar}.actor.policy_loss.dhrcl_w_min={fmt(float(tw.get('w_min', 0.25)))}",
+        f"+{ar}.actor.policy_loss.dhrcl_w_max={fmt(float(tw.get('w_max', 4.0)))}",
+        f"codegrpo.validate_callbacks={fmt(['codegrpo.verl.dhrcl:on_validate'])}",
+        f"codegrpo.step_callbacks={fmt(['codegrpo.verl.dhrcl:on_step'])}",
+    ]
+    if vdef["token_weights"] != "none":
+        ov.append(f"{ar}.model.external_lib=codegrpo.verl.losses")
+    tok = init_model if (dcfg.get("reward") or {}).get("use_policy_tokenizer", True) else None
+    for k, v in reward_kwargs(dcfg, vdef, tok).items():
+        ov.append(f"+custom_reward_function.reward_kwargs.{k}={fmt(v)}")
+    sb = dict(cfg.get("sandbox") or {})
+    env = {SETTINGS_ENV: str(run_dir / SETTINGS_FILE),
+           "CODEGRPO_SANDBOX_LIMITS": json.dumps({k: v for k, v in sb.items() if k != "workers"})}
+    if sb.get("workers"):
+        env["CODEGRPO_SANDBOX_WORKERS"] = str(sb["workers"])
+    return ov, env
+
+
+def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
+                 val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike):
+    """The GRPO launch of run ``dhrcl-<variant>`` (writes the run's ``dhrcl.json``; validate with
+    ``.validate()``)."""
+    from codegrpo.verl.launch import grpo_launch
+
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    extra, env = dhrcl_overrides(cfg, variant, run_dir, init_model)
+    section = {**dict(cfg["dhrcl"]["training"]), "import": None,
+               "reward": {"manager": "batch", "function": "compute_score_batch"}}
+    # grpo_launch builds the GRPO command of an RL section; the DHRCL section is passed in its place and the
+    # run-specific keys are overridden after it (the last value of a Hydra key wins).
+    launch = grpo_launch({"device": cfg["device"], "seed": cfg.get("seed", 0), "skeleton_rl": section},
+                         "skeleton_rl", train_files=train_files, val_files=val_files, model_path=init_model,
+                         run_dir=run_dir, extra_overrides=extra)
+    launch.run = run_name(variant)
+    launch.env.update(env)
+    return launch
+
+
+def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
+              val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike) -> dict:
+    """Train run ``dhrcl-<variant>`` with GRPO on KodCode; returns its done.json record.
+
+    Run folder: ``config.json``, ``dhrcl.json`` (resolved settings), ``curriculum.json`` (controller state),
+    ``checkpoints/``, ``train.log``, ``metrics.jsonl``, ``hf/`` and ``done.json`` (written last).
+    """
+    from codegrpo.io import write_json
+    from codegrpo.models import export_hf
+    from codegrpo.verl import checkpoints
+
+    t0 = time.time()
+    run_dir = Path(run_dir).resolve()
+    run = run_name(variant)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    done = run_dir / "done.json"
+    if done.exists():
+        done.unlink()
+    dcfg = cfg["dhrcl"]
+    record = {"run": run, "kind": "grpo", "variant": variant, "device": cfg["device"], "init_model": init_model,
+              "section": {k: dcfg[k] for k in dcfg if k != "runs"}, "sandbox": dict(cfg.get("sandbox") or {})}
+    write_json(run_dir / "config.json", record)
+    launch = dhrcl_launch(cfg, variant, train_files=train_files, val_files=val_files, init_model=init_model,
+                          run_dir=run_dir)
+    train_log = run_dir / "train.log"
+    log.info("%s: %s", run, launch.command())
+    rc = launch.run_process(train_log)
+    if rc != 0:
+        raise RuntimeError(f"{run}: trainer exited with status {rc}; see {train_log}")
+    ckpt_dir = run_dir / "checkpoints"
+    step = checkpoints.latest_step(ckpt_dir)
+    actor = ckpt_dir / f"global_step_{step}" / "actor" if step is not None else None
+    if actor is None or not actor.is_dir():
+        raise RuntimeError(f"{run}: training ended without a checkpoint in {ckpt_dir}")
+    export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
+    state = run_dir / STATE_FILE
+    transitions = json.loads(state.read_text())["transitions"] if state.is_file() else []
+    out = {**record, "hf": str(run_dir / "hf"), "final_step": step, "checkpoint": str(actor),
+           "transitions": transitions, "seconds": round(time.time() - t0, 1),
+           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_json(done, out)
+    return out

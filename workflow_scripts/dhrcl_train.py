@@ -1,0 +1,17 @@
+"""Snakemake script of rule dhrcl_train: GRPO run dhrcl-<variant> on KodCode (codegrpo.verl.dhrcl.run_dhrcl)."""
+
+import logging
+
+from codegrpo.verl.dhrcl import run_dhrcl
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
+                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+try:
+    done = run_dhrcl(sm.params.cfg, sm.wildcards.variant, train_files=sm.input.train, val_files=sm.input.val,
+                     init_model=sm.params.init_model, run_dir=sm.params.run_dir)
+    logging.info("dhrcl-%s complete: final step %s, curriculum transitions %s", sm.wildcards.variant,
+                 done["final_step"], done["transitions"])
+except Exception:
+    logging.exception("dhrcl_train failed")
+    raise
