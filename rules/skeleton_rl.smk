@@ -15,7 +15,7 @@ rule skeleton_rl_train:
     resources:
         **stage_resources("skeleton_rl"),
     params:
-        cfg=training_cfg("skeleton_rl"),
+        cfg=training_cfg("skeleton_rl", "compile_reward"),
         train=res("data", "rl", "skeleton.train.parquet"),
         val=res("data", "rl", "skeleton.val.parquet"),
         init_model=run_hf("sft_skeleton"),

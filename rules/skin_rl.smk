@@ -15,7 +15,7 @@ rule skin_rl_train:
     resources:
         **stage_resources("skin_rl"),
     params:
-        cfg=training_cfg("skin_rl"),
+        cfg=training_cfg("skin_rl", "embedding", "compile_reward"),
         train=res("data", "rl", "skin.train.parquet"),
         val=res("data", "rl", "skin.val.parquet"),
         init_model=run_hf("sft_skin"),

@@ -27,12 +27,12 @@ def latest_sft_checkpoint(ckpt_dir) -> tuple[int, Path] | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> None:
+def configure(cfg):
+    """Prepare this process for verl's ``run_sft(cfg)``: CPU mode (only when ``codegrpo.device=cpu``), resume
+    from the newest checkpoint, the step-counting trainer subclass and the metrics logger. Returns the
+    resume step (0 for a fresh run)."""
     from omegaconf import open_dict
 
-    from codegrpo.verl.launch import compose
-
-    cfg = compose("sft", sys.argv[1:] if argv is None else argv)
     if cfg.codegrpo.device == "cpu":
         from codegrpo.verl import cpu
 
@@ -51,8 +51,12 @@ def main(argv: list[str] | None = None) -> None:
             with open_dict(cfg):
                 cfg.model.partial_pretrain = str(path)
 
-    class ProjectSFTTrainer(sft.FSDPSFTTrainer):
+    base = getattr(sft.FSDPSFTTrainer, "_codegrpo_base", sft.FSDPSFTTrainer)
+
+    class ProjectSFTTrainer(base):
         """Counts steps from the resumed checkpoint's step and stops at the configured total."""
+
+        _codegrpo_base = base
 
         def fit(self):
             total = len(self.train_dataloader) * self.config.trainer.total_epochs
@@ -71,6 +75,16 @@ def main(argv: list[str] | None = None) -> None:
     # run_sft looks both names up in its module at call time
     sft.FSDPSFTTrainer = ProjectSFTTrainer
     sft.Tracking = tracking_class(cfg.codegrpo.metrics_file, step_offset=offset)
+    return offset
+
+
+def main(argv: list[str] | None = None) -> None:
+    from codegrpo.verl.launch import compose
+
+    cfg = compose("sft", sys.argv[1:] if argv is None else argv)
+    configure(cfg)
+    import verl.trainer.fsdp_sft_trainer as sft
+
     sft.run_sft(cfg)
 
 

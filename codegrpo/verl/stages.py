@@ -117,12 +117,13 @@ def run_grpo(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_
 
 
 def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
-                 init_model: str, run_dir: str | os.PathLike) -> dict:
+                 init_model: str, run_dir: str | os.PathLike, uses_embedding: bool = False) -> dict:
     """:func:`run_grpo` inside the stage's job context.
 
-    * the stage's ``embedding`` settings reach the reward as ``CODEGRPO_EMBEDDING_*`` variables;
-    * with ``embedding_server: true`` the embedding server (:func:`codegrpo.services.embedding_service`) is
-      started on 127.0.0.1 for the duration of training and stopped afterwards;
+    * the ``compile_reward`` settings, and for a stage whose reward embeds text (``uses_embedding``: skin_rl)
+      the ``embedding`` settings, reach the reward as ``CODEGRPO_*`` variables;
+    * with ``embedding.serve: true`` such a stage starts the embedding server
+      (:func:`codegrpo.services.embedding_service`) on 127.0.0.1 for the duration of training and stops it after;
     * in a multi-node SLURM job (GPU mode) a Ray cluster spans the allocation (:mod:`codegrpo.cluster`) and
       the driver joins it through ``RAY_ADDRESS``.
     """
@@ -131,18 +132,23 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     env: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         if not section.get("import"):
-            embedding = dict(section.get("embedding") or {})
-            if embedding:
-                from codegrpo.rewards.embedding import env_from_config
+            if cfg.get("compile_reward"):
+                from codegrpo.rewards.compile import env_from_config as compile_env
 
-                env.update(env_from_config(embedding))
-            if section.get("embedding_server"):
-                from codegrpo.services import embedding_service
+                env.update(compile_env(dict(cfg["compile_reward"])))
+            embedding = dict(cfg.get("embedding") or {})
+            if uses_embedding and embedding:
+                from codegrpo.rewards.embedding import env_from_config as embedding_env
 
-                run_dir.mkdir(parents=True, exist_ok=True)
-                svc = stack.enter_context(embedding_service(embedding, log_path=run_dir / "embedding_server.log"))
-                env.update(svc.env)
-                log.info("%s: embedding server ready (%s)", stage, env.get("CODEGRPO_EMBEDDING_API_BASE"))
+                env.update(embedding_env(embedding))
+                if embedding.get("serve"):
+                    from codegrpo.services import embedding_service
+
+                    run_dir.mkdir(parents=True, exist_ok=True)
+                    svc = stack.enter_context(
+                        embedding_service(embedding, log_path=run_dir / "embedding_server.log"))
+                    env.update(svc.env)
+                    log.info("%s: embedding server ready (%s)", stage, env.get("CODEGRPO_EMBEDDING_API_BASE"))
             if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
                 from codegrpo.cluster import multinode_ray
 

@@ -135,8 +135,11 @@ class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
 
 def ray_init_kwargs(cfg) -> dict:
     """How the driver starts (or joins) Ray for this config."""
+    from codegrpo.rewards import forward_env
+
     forwarded = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH")
     env_vars = {k: v for k, v in os.environ.items() if k in forwarded or k.startswith("CODEGRPO_")}
+    env_vars.update(forward_env())  # what the reward functions read in the TaskRunner process
     env_vars.setdefault("TOKENIZERS_PARALLELISM", "false")
     if cfg.codegrpo.device == "cpu":
         from codegrpo.verl import cpu
