@@ -276,7 +276,7 @@ class CompileEngine:
         self.confirm_after_s = float(confirm_after_s)
         base = scratch or ("/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None)
         self._scratch_root = tempfile.mkdtemp(prefix="codegrpo-cc-", dir=base)
-        self._env = dict(os.environ, TMPDIR=self._scratch_root, LC_ALL="C")
+        self._env = dict(os.environ, TMPDIR=self._scratch_root)  # locale inherited, as in the reference
         self._cache: OrderedDict[bytes, float] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="codegrpo-cc")
