@@ -4,21 +4,16 @@
 # hf/, done.json}; done.json is written last. A killed run resumes from its newest checkpoint (and the
 # curriculum state saved next to it) when rerun.
 DHRCL_CFG = config["dhrcl"]
-
-
-def dhrcl_init_model():
-    return base_model_path() if DHRCL_CFG["init"] == "base" else DHRCL_CFG["init"]
-
-
-def dhrcl_init_input():
-    return base_model_input() if DHRCL_CFG["init"] == "base" else []
+# the model the runs start from: model.base (the tiny model folder on CPU) or a hub id / folder
+DHRCL_FROM_BASE = DHRCL_CFG["init"] == "base"
+DHRCL_INIT = base_model_path() if DHRCL_FROM_BASE else DHRCL_CFG["init"]
 
 
 rule dhrcl_train:
     input:
         train=res("data", "kodcode", "train.parquet"),
         val=res("data", "kodcode", "val.parquet"),
-        init=dhrcl_init_input(),
+        init=base_model_input() if DHRCL_FROM_BASE else [],
     output:
         done=res("runs", "dhrcl-{variant}", "done.json"),
         hf=directory(res("runs", "dhrcl-{variant}", "hf")),
@@ -26,12 +21,14 @@ rule dhrcl_train:
         logpath("dhrcl_train", "{variant}.log"),
     wildcard_constraints:
         variant="[A-Za-z0-9_]+",
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 2
     resources:
         **stage_resources("dhrcl"),
     params:
         cfg=training_cfg("dhrcl", "sandbox"),
-        init_model=dhrcl_init_model(),
+        init_model=lambda w, input: input.init[0] if len(input.init) else DHRCL_INIT,
         run_dir=lambda w: res("runs", f"dhrcl-{w.variant}"),
     script:
         "../workflow_scripts/dhrcl_train.py"
