@@ -1,0 +1,89 @@
+"""Snakemake-level checks of the training stages: DAG plans for both configs, checkpoint import, the CPU chain."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = ["sft", "skeleton_rl", "skin_rl"]
+
+
+def snakemake(snakemake_bin, *args, overlay: dict | None = None, tmp_path: Path, timeout: int = 900):
+    cmd = [snakemake_bin, "--nolock"]
+    if overlay is not None:
+        cfg = tmp_path / "overlay.yaml"
+        cfg.write_text(yaml.safe_dump(overlay))
+        cmd += ["--configfile", str(cfg)]
+    cmd += list(args)
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def _jobs(stdout: str) -> dict[str, int]:
+    lines = stdout.split("Job stats:")[1].splitlines()
+    out = {}
+    for line in lines[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        out[parts[0]] = int(parts[1])
+    return out
+
+
+@pytest.mark.parametrize("configfile", ["config.yaml", "config/paper.yaml"])
+def test_training_dag_plans(snakemake_bin, tmp_path, configfile):
+    base = yaml.safe_load((REPO / configfile).read_text())
+    overlay = {**base, "results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs")}
+    r = snakemake(snakemake_bin, "-n", *TARGETS, overlay=overlay, tmp_path=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs = _jobs(r.stdout)
+    assert jobs["sft_train"] == 2 and jobs["skeleton_rl_train"] == 1 and jobs["skin_rl_train"] == 1
+    assert ("tiny_model" in jobs) == (base["model"]["base"] == "tiny")
+
+
+@pytest.mark.slow
+def test_import_skips_training(snakemake_bin, tmp_path):
+    """sft.import.skeleton: the run installs the given model, needs no data, and is marked complete."""
+    from codegrpo.models import build_tiny_model, load_model
+
+    build_tiny_model(tmp_path / "given", ["int f(int a) { return a; }"] * 30, vocab_size=300)
+    overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs"),
+               "sft": {"import": {"skeleton": str(tmp_path / "given"), "skin": None}}}
+    done = tmp_path / "results" / "runs" / "sft_skeleton" / "done.json"
+    r = snakemake(snakemake_bin, "-c1", str(done), overlay=overlay, tmp_path=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "data_parquet" not in r.stdout and "tiny_model" not in r.stdout
+    rec = json.loads(done.read_text())
+    assert rec["imported_from"] == str(tmp_path / "given") and rec["run"] == "sft_skeleton"
+    model, _ = load_model(done.parent / "hf")
+    assert model.config.vocab_size <= 300
+
+
+@pytest.mark.slow
+def test_cpu_training_chain(snakemake_bin, tmp_path):
+    """The whole CPU chain: data -> tiny model -> sft_skeleton -> skeleton_rl -> sft_skin -> skin_rl."""
+    from codegrpo.models import load_model
+
+    overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs")}
+    r = snakemake(snakemake_bin, "-c2", "skin_rl", overlay=overlay, tmp_path=tmp_path, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    runs = tmp_path / "results" / "runs"
+    for run in ("sft_skeleton", "skeleton_rl", "sft_skin", "skin_rl"):
+        rec = json.loads((runs / run / "done.json").read_text())
+        assert rec["final_step"] == 2
+        steps = [json.loads(x)["step"] for x in (runs / run / "metrics.jsonl").read_text().splitlines()]
+        assert steps == [1, 2], run
+        load_model(runs / run / "hf")
+    # the chain: each stage started from the previous one's exported model
+    assert json.loads((runs / "skeleton_rl" / "done.json").read_text())["init_model"] == str(runs / "sft_skeleton" / "hf")
+    assert json.loads((runs / "sft_skin" / "done.json").read_text())["init_model"] == str(runs / "skeleton_rl" / "hf")
+    last = json.loads((runs / "skin_rl" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert "reward/cosine/mean" in last and "actor/kl_loss" in last
+    assert any(k.startswith("val-core/sk2decompile_identifier/") for k in last)
+    # the tiny tokenizer was trained on the run's own data
+    meta = json.loads((tmp_path / "results" / "models" / "tiny" / "tiny_model.json").read_text())
+    assert meta["n_texts"] > 0
