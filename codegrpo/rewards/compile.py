@@ -30,6 +30,7 @@ The engine is thread-safe; :func:`default_engine` returns one per process, confi
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -414,5 +415,6 @@ def default_engine() -> CompileEngine:
         with _DEFAULT_LOCK:
             if _DEFAULT is None:
                 _DEFAULT = engine_from_env()
+                atexit.register(_DEFAULT.close)  # remove its /dev/shm scratch at exit
     return _DEFAULT
 
