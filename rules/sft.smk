@@ -16,6 +16,8 @@ rule tiny_model:
         directory(res("models", "tiny")),
     log:
         logpath("tiny_model", "tiny_model.log"),
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 1
     resources:
         **stage_resources("sft"),
@@ -36,6 +38,8 @@ rule sft_train:
         logpath("sft_train", "{which}.log"),
     wildcard_constraints:
         which="skeleton|skin",
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 2
     resources:
         **stage_resources("sft"),
@@ -44,7 +48,7 @@ rule sft_train:
         train=lambda w: res("data", "sft", f"{w.which}.train.parquet"),
         val=lambda w: res("data", "sft", f"{w.which}.val.parquet"),
         init_model=sft_init_model,
-        run_dir=lambda w: res("runs", f"sft_{w.which}"),
+        run_dir=lambda w, output: os.path.dirname(output.done),
     script:
         "../workflow_scripts/sft_train.py"
 

@@ -11,6 +11,8 @@ rule skeleton_rl_train:
         hf=directory(run_hf("skeleton_rl")),
     log:
         logpath("skeleton_rl_train", "skeleton_rl.log"),
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 2
     resources:
         **stage_resources("skeleton_rl"),
@@ -19,7 +21,7 @@ rule skeleton_rl_train:
         train=res("data", "rl", "skeleton.train.parquet"),
         val=res("data", "rl", "skeleton.val.parquet"),
         init_model=run_hf("sft_skeleton"),
-        run_dir=res("runs", "skeleton_rl"),
+        run_dir=lambda w, output: os.path.dirname(output.done),
     script:
         "../workflow_scripts/skeleton_rl_train.py"
 

@@ -11,6 +11,8 @@ rule skin_rl_train:
         hf=directory(run_hf("skin_rl")),
     log:
         logpath("skin_rl_train", "skin_rl.log"),
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 2
     resources:
         **stage_resources("skin_rl"),
@@ -19,7 +21,7 @@ rule skin_rl_train:
         train=res("data", "rl", "skin.train.parquet"),
         val=res("data", "rl", "skin.val.parquet"),
         init_model=run_hf("sft_skin"),
-        run_dir=res("runs", "skin_rl"),
+        run_dir=lambda w, output: os.path.dirname(output.done),
     script:
         "../workflow_scripts/skin_rl_train.py"
 
