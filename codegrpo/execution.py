@@ -770,51 +770,120 @@ _PYTEST_NO_PLUGINS = [a for name in ("cacheprovider", "stepwise", "unraisableexc
                                      "debugging", "faulthandler") for a in ("-p", f"no:{name}")]
 
 
-def _pytest_child(job_dir: str, report_fd: int) -> int:
-    """Runs in the forked job process (already limited and unprivileged)."""
+_REPORT_FD = 3  # the job's report file descriptor (set up by _run_step)
+
+
+def _emit(obj) -> None:
+    try:
+        os.write(_REPORT_FD, (json.dumps(obj) + "\n").encode())
+    except OSError:
+        pass
+
+
+class _Reporter:
+    """pytest plugin: collected count, collection errors and each test's outcome, as JSON lines on fd 3."""
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            _emit({"collect_error": True})
+
+    def pytest_collection_finish(self, session):
+        _emit({"collected": len(session.items)})
+
+    def pytest_runtest_logreport(self, report):
+        ok = report.passed if report.when == "call" else not report.failed
+        if report.when == "call" or report.failed:
+            _emit({"test": [report.nodeid, bool(ok and not getattr(report, "wasxfail", False))]})
+
+
+def _pytest_args(job_dir: str) -> list[str]:
+    return ["-q", *_PYTEST_NO_PLUGINS, "--rootdir", job_dir, "--confcutdir", job_dir,
+            "-c", os.path.join(job_dir, ".pytest.ini"), "-o", "addopts=", "--capture=no",
+            "-W", "ignore::DeprecationWarning", os.path.join(job_dir, "test_solution.py")]
+
+
+def _import_solution(job_dir: str) -> bool:
     import importlib
+    import tempfile as _tempfile
 
-    def emit(obj):
-        try:
-            os.write(report_fd, (json.dumps(obj) + "\n").encode())
-        except OSError:
-            pass
-
+    _tempfile.tempdir = None  # recomputed from this job's TMPDIR
     sys.path.insert(0, job_dir)
     sys.dont_write_bytecode = True
     try:
         importlib.import_module("solution")
     except BaseException as exc:  # noqa: BLE001  (SystemExit, MemoryError ... all mean "did not execute")
-        emit({"executed": False, "import_error": f"{type(exc).__name__}: {exc}"[:2000]})
-        return 3
-    emit({"executed": True})
+        _emit({"executed": False, "import_error": f"{type(exc).__name__}: {exc}"[:2000]})
+        return False
+    _emit({"executed": True})
+    return True
 
+
+def _pytest_child(job_dir: str) -> int:
+    """Runs in the forked job process (already limited and unprivileged): import the solution, run pytest."""
+    if not _import_solution(job_dir):
+        return 3
+    if _PREPARED is not None:
+        return _run_prepared_session()
     import pytest
 
-    class _Report:
-        def pytest_collectreport(self, report):
-            if report.failed:
-                emit({"collect_error": True})
-
-        def pytest_collection_finish(self, session):
-            emit({"collected": len(session.items)})
-
-        def pytest_runtest_logreport(self, report):
-            ok = report.passed if report.when == "call" else not report.failed
-            if report.when == "call" or report.failed:
-                emit({"test": [report.nodeid, bool(ok and not getattr(report, "wasxfail", False))]})
-
-    ini = os.path.join(job_dir, ".pytest.ini")
-    with open(ini, "w") as fh:
+    with open(os.path.join(job_dir, ".pytest.ini"), "w") as fh:
         fh.write("[pytest]\n")
-    args = ["-q", *_PYTEST_NO_PLUGINS, "--rootdir", job_dir, "--confcutdir", job_dir,
-            "-c", ini,
-            "-o", "addopts=", "--capture=fd", "-W", "ignore::DeprecationWarning", "test_solution.py"]
     try:
-        return int(pytest.main(args, plugins=[_Report()]))
+        return int(pytest.main(_pytest_args(job_dir), plugins=[_Reporter()]))
     except BaseException as exc:  # noqa: BLE001
-        emit({"collect_error": True, "error": repr(exc)[:500]})
+        _emit({"collect_error": True, "error": repr(exc)[:500]})
         return 4
+
+
+# Fork-server mode: the supervisor configures pytest and starts its session once, for the fixed job path of
+# this supervisor; each job then only collects and runs (pytest's own per-session set-up is not repeated).
+# Nothing about the test file is known at that point, so the outcome is the same as pytest.main's (checked by
+# benchmarks/bench_sandbox.py and tests/test_execution.py).
+_PREPARED: tuple | None = None
+
+
+def _prepare_session(job_dir: str) -> None:
+    global _PREPARED
+    from _pytest.config import _prepareconfig
+    from _pytest.main import Session
+
+    os.makedirs(job_dir, exist_ok=True)
+    with open(os.path.join(job_dir, ".pytest.ini"), "w") as fh:
+        fh.write("[pytest]\n")
+    config = _prepareconfig(_pytest_args(job_dir), plugins=[_Reporter()])
+    session = Session.from_config(config)
+    session.exitstatus = 0
+    config._do_configure()
+    config.hook.pytest_sessionstart(session=session)
+    sys.stdout.flush()
+    _PREPARED = (config, session)
+    shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _run_prepared_session() -> int:
+    from _pytest.outcomes import Exit
+
+    config, session = _PREPARED
+    try:
+        config.hook.pytest_collection(session=session)
+        config.hook.pytest_runtestloop(session=session)
+        status = 1 if session.testsfailed else (5 if session.testscollected == 0 else 0)
+    except (KeyboardInterrupt, Exit):  # Session.Interrupted (collection errors) is a KeyboardInterrupt
+        status = 2
+    except BaseException as exc:  # noqa: BLE001
+        _emit({"collect_error": True, "error": repr(exc)[:500]})
+        status = 3
+    session.exitstatus = status
+    try:
+        config.hook.pytest_sessionfinish(session=session, exitstatus=status)
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):  # the reporter writes to the latter
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    return status
 
 
 def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dict:
@@ -865,7 +934,7 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
             else:
                 sys.stdout = open(1, "w", closefd=False)
                 sys.stderr = open(2, "w", closefd=False)
-                code = _pytest_child(job_dir, 3)
+                code = _pytest_child(job_dir)
                 sys.stdout.flush()
                 sys.stderr.flush()
         except BaseException as exc:  # noqa: BLE001
@@ -959,7 +1028,7 @@ def _new_uid() -> int:
 
 def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
     uid = _new_uid() if os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1" else None
-    job_dir = os.path.join(workspace, f"job{counter}")
+    job_dir = os.path.join(workspace, "job")  # one job at a time per supervisor; a fixed path (see _PREPARED)
     os.mkdir(job_dir, 0o700)
     try:
         for name, b64 in req.get("files", {}).items():
@@ -1028,6 +1097,10 @@ def _serve(workspace: str, oneshot: bool) -> None:
         _preload()
         import gc
 
+        try:
+            _prepare_session(os.path.join(workspace, "job"))
+        except Exception as exc:  # noqa: BLE001  (an incompatible pytest: jobs fall back to pytest.main)
+            sys.stderr.write(f"sandbox: pytest session not prepared ({exc!r}); using pytest.main per job\n")
         gc.collect()
         gc.freeze()  # preloaded objects go to the permanent generation: cheaper gc and copy-on-write in jobs
     rin = os.fdopen(rfd, "rb")

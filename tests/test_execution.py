@@ -102,6 +102,46 @@ def test_timeout_fails_the_remaining_tests(sandbox):
     assert (res.passed, res.total) == (1, 3)
 
 
+FIXTURE_TESTS = """
+import pytest
+
+def test_tmp_path(tmp_path):
+    p = tmp_path / "f.txt"
+    p.write_text("x")
+    assert p.read_text() == "x"
+
+def test_capsys(capsys):
+    print("hello")
+    assert capsys.readouterr().out == "hello\\n"
+
+def test_monkeypatch(monkeypatch):
+    monkeypatch.setenv("K", "v")
+    import os
+    assert os.environ["K"] == "v"
+
+@pytest.mark.parametrize("a,b", [(1, 2), (2, 4), (3, 7)])
+def test_double(a, b):
+    assert double(a) == b
+
+def test_raises():
+    with pytest.raises(TypeError):
+        double(None)
+
+class TestGroup:
+    def test_method(self):
+        assert double(0) == 0
+"""
+
+
+@pytest.mark.parametrize("mode", ["server", "fresh"])
+def test_pytest_features_in_both_modes(mode):
+    with ex.Sandbox(LIMITS, mode=mode) as sb:
+        res = sb.run_tests("def double(x):\n    return 2 * x\n", FIXTURE_TESTS)
+    assert res.executed and res.total == 8, res.stdout
+    assert res.passed == 7, res.stdout  # only double(3) == 7 fails
+    assert "test_double[3-7]" in res.stdout
+
+
 def test_fresh_mode_gives_the_same_results(records):
     picked = _clean(records, 3)
     cases = [(r["solution"], r["test_code"]) for r in picked] + [("raise ValueError\n", picked[0]["test_code"])]
