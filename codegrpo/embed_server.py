@@ -99,20 +99,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model-path", default="", help="sentence-transformers directory (default: packaged MiniLM)")
     ap.add_argument("--served-model-name", default="", help="name clients pass as 'model' (default: the "
                     "packaged model's name, or the directory name)")
-    ap.add_argument("--sha256", default=None, help="expected sha256 of model.safetensors (default: the pinned "
+    ap.add_argument("--sha256", default="", help="expected sha256 of model.safetensors (default: the pinned "
                     "MiniLM sha for the packaged model, no check for another directory)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from codegrpo.rewards.embedding import MINILM_NAME, MINILM_SHA256, load_local_model
+    from codegrpo.rewards.embedding import MINILM_NAME, load_local_model
 
     packaged = not args.model_path
-    sha = args.sha256 if args.sha256 is not None else (MINILM_SHA256 if packaged else "")
     name = args.served_model_name or (MINILM_NAME if packaged else os.path.basename(args.model_path.rstrip("/")))
     t0 = time.perf_counter()
-    model = load_local_model(args.model_path, args.device, sha)
+    model = load_local_model(args.model_path, args.device, args.sha256)
     log.info("loaded %s as %r in %.1fs; listening on http://%s:%d/v1", args.model_path or "packaged MiniLM", name,
              time.perf_counter() - t0, args.host, args.port)
     import uvicorn

@@ -58,7 +58,9 @@ def test_pinned_sha256_is_checked(tmp_path):
         E.verify_sha256(weights, "0" * 64)
     (tmp_path / "model.safetensors").write_bytes(b"not the model")
     with pytest.raises(E.EmbeddingError, match="does not match the pinned"):
-        E.load_local_model(str(tmp_path))
+        E.load_local_model(str(tmp_path), sha256=E.MINILM_SHA256)
+    # the packaged model is always checked against the pin (a copy with other weights would be refused)
+    assert E.EmbeddingSettings().local_sha256 == ""
 
 
 def test_unreachable_service_fails_fast_naming_url_and_model():
@@ -124,6 +126,7 @@ def test_openai_backend_batches_dedupes_and_caches(server):
     assert emb.requests == 3 and emb.cache_hits == 5
     # same vectors as the in-process model
     local = E.LocalBackend(E.EmbeddingSettings(backend="local"))
+    assert (f"{E.packaged_minilm_path()}/model.safetensors", E.MINILM_SHA256) in E._VERIFIED
     for a, b in zip(local.embed(texts[:2]), vecs[:2]):
         assert list(a) == pytest.approx(list(b), abs=1e-5)
 

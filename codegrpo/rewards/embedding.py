@@ -12,7 +12,7 @@ Settings come from (lowest to highest precedence) the reference's environment va
 | api_base | API_BASE | QWEN3_/GTE_EMBEDDING_API_BASE, else http://127.0.0.1:8000/v1 |
 | api key | API_KEY_ENV names the variable holding it | QWEN3_/GTE_EMBEDDING_API_KEY, OPENAI_API_KEY, else "none" |
 | chunk_size, timeout_s, max_retries, backoff_s, health_timeout_s, cache_size | same names upper-cased | 256, 60, 4, 0.5, 30, 16384 |
-| local_model_path, device, local_sha256 | LOCAL_MODEL_PATH, DEVICE, LOCAL_SHA256 | the packaged all-MiniLM-L6-v2, cpu, its pinned sha256 |
+| local_model_path, device, local_sha256 | LOCAL_MODEL_PATH, DEVICE, LOCAL_SHA256 | the packaged all-MiniLM-L6-v2, cpu, its pinned sha256 (none for another folder) |
 
 :class:`Embedder` embeds a list of distinct texts: cached vectors are reused (LRU, so reference summaries are
 embedded once across steps), the rest go out in one request per ``chunk_size`` texts. The OpenAI backend checks
@@ -77,7 +77,7 @@ class EmbeddingSettings:
     cache_size: int = 16384
     local_model_path: str = ""
     device: str = "cpu"
-    local_sha256: str = MINILM_SHA256
+    local_sha256: str = ""  # '' = the pinned sha for the packaged model, no check for another folder
 
     def validate(self) -> "EmbeddingSettings":
         if self.backend not in BACKENDS:
@@ -280,13 +280,18 @@ def verify_sha256(path: str | Path, expected: str) -> None:
     _VERIFIED.add((path, expected))
 
 
-def load_local_model(path: str = "", device: str = "cpu", sha256: str = MINILM_SHA256):
-    """A SentenceTransformer over ``path`` (default: the packaged MiniLM), offline, weights sha256-checked."""
+def load_local_model(path: str = "", device: str = "cpu", sha256: str = ""):
+    """A SentenceTransformer over ``path`` (default: the packaged MiniLM), offline.
+
+    ``model.safetensors`` is checked against ``sha256``; without one, the packaged model is checked against its
+    pinned sha256 (:data:`MINILM_SHA256`) and another folder is not checked.
+    """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    expected = sha256 or ("" if path else MINILM_SHA256)
     path = path or packaged_minilm_path()
     weights = Path(path) / "model.safetensors"
-    if sha256:
-        verify_sha256(weights, sha256)
+    if expected:
+        verify_sha256(weights, expected)
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(path), device=device, local_files_only=True)
