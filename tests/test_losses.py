@@ -174,6 +174,9 @@ def test_on_validate_drives_stage_actor_and_resumes(tmp_path, monkeypatch):
     try:
         monkeypatch.setattr(vd, "_STATE", None)
         monkeypatch.setattr(vd, "_HANDLE", None)
+        monkeypatch.setattr(vd, "_READ_HANDLE", None)
+        with pytest.raises(RuntimeError, match="not found"):  # inside Ray, no silent stage 1
+            vd.current_stage()
         assert val(0, 0.5, 0.1)["curriculum/stage"] == 1.0
         assert vd.current_stage() == 1 and reward._STAGE_PROVIDER is vd.current_stage
         m = val(1, 0.5, 0.1)  # flat window of 2 -> plateau -> stage 2

@@ -143,19 +143,24 @@ def publish_stage(stage: int) -> None:
 
 
 def current_stage() -> int:
-    """The published stage (any process of the Ray job); ``CODEGRPO_DHRCL_STAGE`` or 1 outside Ray."""
-    global _READ_HANDLE
-    try:
-        import ray
+    """The published stage, from any process of the Ray job (driver, reward, actor workers).
 
-        if ray.is_initialized():
-            handle = _HANDLE or _READ_HANDLE
-            if handle is None:
-                handle = _READ_HANDLE = ray.get_actor(STATE_ACTOR_NAME)
-            return int(ray.get(handle.get.remote()))
-    except ValueError:  # no such actor yet (before the first validation)
-        pass
-    return int(os.environ.get("CODEGRPO_DHRCL_STAGE", "1"))
+    Outside Ray (unit tests, a plain process) it is ``CODEGRPO_DHRCL_STAGE`` or 1. Inside Ray a missing actor is
+    an error rather than a silent stage 1: DHRCL runs validate before training, which creates it.
+    """
+    global _READ_HANDLE
+    import ray
+
+    if not ray.is_initialized():
+        return int(os.environ.get("CODEGRPO_DHRCL_STAGE", "1"))
+    handle = _HANDLE or _READ_HANDLE
+    if handle is None:
+        try:
+            handle = _READ_HANDLE = ray.get_actor(STATE_ACTOR_NAME)
+        except ValueError as exc:
+            raise RuntimeError(f"DHRCL stage actor {STATE_ACTOR_NAME!r} not found in this Ray job (it is created by "
+                               "the first validation; DHRCL runs need trainer.val_before_train=true)") from exc
+    return int(ray.get(handle.get.remote()))
 
 
 # ---------------------------------------------------------------------------------------------------------

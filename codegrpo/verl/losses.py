@@ -19,7 +19,6 @@ Weighting settings come from ``actor_rollout_ref.actor.policy_loss`` (0.4.1 keep
 
 from __future__ import annotations
 
-import os
 from typing import Callable
 
 from verl.trainer.ppo import core_algos
@@ -46,12 +45,9 @@ def weighting_params(config) -> dict:
 
 
 def _stage() -> int:
-    try:
-        from codegrpo.verl.dhrcl import current_stage
+    from codegrpo.verl.dhrcl import current_stage  # the Ray stage actor; CODEGRPO_DHRCL_STAGE outside Ray
 
-        return int(current_stage())
-    except Exception:  # noqa: BLE001  (no Ray / no actor: unit tests, a plain process)
-        return int(os.environ.get("CODEGRPO_DHRCL_STAGE", "1"))
+    return int(current_stage())
 
 
 def weighted_policy_loss(mode: str, old_log_prob, log_prob, advantages, response_mask,
