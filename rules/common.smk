@@ -40,10 +40,27 @@ def stage_resources(stage):
     GPUs (config value per node; none with device cpu): on one node ``gpu``(+``gpu_model``) -> --gpus=N;
     on several nodes ``gres`` -> --gres=gpu[:model]:N, which is per node (the plugin's --gpus is a job
     total, and its job step would ask for all of them on the first node).
+    With device gpu, a training stage's nnodes / n_gpus_per_node (its own section, or its `training`
+    subsection) set nodes / gpu, so verl and SLURM agree; a different cluster.stages value is an error.
     """
     cl = config["cluster"]
     out = dict(cl["default_resources"])
-    out.update(cl["stages"].get(stage, {}))
+    explicit = cl["stages"].get(stage, {})
+    out.update(explicit)
+    if config["device"] != "cpu":
+        # A training stage's own nnodes / n_gpus_per_node (what verl is told) size its allocation too.
+        section = config.get(stage) if isinstance(config.get(stage), dict) else {}
+        section = (
+            section.get("training", section) if "nnodes" not in section else section
+        )
+        for res_key, key in (("nodes", "nnodes"), ("gpu", "n_gpus_per_node")):
+            if isinstance(section, dict) and key in section:
+                if res_key in explicit and explicit[res_key] != section[key]:
+                    raise ValueError(
+                        f"config: cluster.stages.{stage}.{res_key} = {explicit[res_key]} but the "
+                        f"{stage} section says {key} = {section[key]}; set them equal"
+                    )
+                out[res_key] = section[key]
     gpus = out.pop("gpu", 0)
     if config["device"] == "cpu":
         gpus = 0

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,127 @@ def test_profiles_are_valid_and_layered_as_documented():
         assert yaml.safe_load(fh)["configfile"] == "config.yaml"
     with open(REPO / "profiles" / "conda" / "profile.yaml", encoding="utf-8") as fh:
         assert yaml.safe_load(fh)["software-deployment-method"] == "conda"
+
+
+@pytest.mark.slow
+def test_training_topology_sizes_the_allocation(tmp_path):
+    """skeleton_rl: its nnodes x n_gpus_per_node (what verl is told) is what SLURM is asked for."""
+    paper = _paper()
+    got = _resources(_dry_run("skeleton_rl_train", "--profile", "slurm"), "skeleton_rl_train")
+    want = paper["skeleton_rl"]
+    assert int(got["nodes"]) == want["nnodes"] == 2
+    assert got["gres"] == f"gpu:{want['n_gpus_per_node']}"  # per node, since nodes > 1
+
+    override = tmp_path / "bad.yaml"
+    override.write_text(yaml.safe_dump({"cluster": {"stages": {"skeleton_rl": {"nodes": 3}}}}))
+    proc = subprocess.run([SNAKEMAKE, "-n", "--force", "skeleton_rl_train", "--profile", "slurm",
+                           "--configfile", "config/paper.yaml", str(override)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "cluster.stages.skeleton_rl.nodes = 3 but the skeleton_rl section says nnodes = 2" in \
+        proc.stdout + proc.stderr
+
+
+# ---- partial reruns (docs/cluster.md), on the real data stage in a copy of the workflow ------------
+
+
+def _copy_workflow(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    for rel in files:
+        src = REPO / rel
+        if rel.startswith("tests/") or not (src.exists() or src.is_symlink()):
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dest / rel)
+        else:
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def _smk(wd: Path, *args: str) -> str:
+    proc = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=wd, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout + proc.stderr
+
+
+def _jobs(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a run or dry run: rule -> count ({} when nothing to do)."""
+    if "Nothing to be done" in output:
+        return {}
+    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def _mtimes(wd: Path, pattern: str) -> dict[str, int]:
+    return {str(p.relative_to(wd)): p.stat().st_mtime_ns for p in sorted(wd.glob(pattern))}
+
+
+@pytest.fixture(scope="module")
+def data_done(tmp_path_factory) -> Path:
+    """A workflow copy whose data stage has run (locally)."""
+    wd = _copy_workflow(tmp_path_factory.mktemp("partial") / "wf")
+    _smk(wd, "data")
+    return wd
+
+
+@pytest.fixture
+def done_copy(data_done, tmp_path) -> Path:
+    dest = tmp_path / "wf"
+    shutil.copytree(data_done, dest, symlinks=True)  # copy2: modification times kept
+    return dest
+
+
+@pytest.mark.slow
+def test_one_rule_alone(done_copy):
+    wd = done_copy
+    upstream = _mtimes(wd, "results/data/*/records.jsonl")
+    parquet = _mtimes(wd, "results/data/rl/*.parquet")
+    assert upstream and parquet
+    ran = _jobs(_smk(wd, "--forcerun", "data_parquet", "--until", "data_parquet"))
+    assert set(ran) == {"data_parquet"}
+    assert _mtimes(wd, "results/data/*/records.jsonl") == upstream
+    assert all(_mtimes(wd, "results/data/rl/*.parquet")[k] > v for k, v in parquet.items())
+
+
+@pytest.mark.slow
+def test_changed_code_reruns_by_default_but_not_without_the_code_trigger(done_copy):
+    wd = done_copy
+    script = wd / "workflow_scripts" / "data_ingest.py"
+    os.utime(script, (script.stat().st_atime + 3600, script.stat().st_mtime + 3600))
+    assert "data_ingest" in _jobs(_smk(wd, "-n", "data"))
+    assert _jobs(_smk(wd, "-n", "data", "--rerun-triggers", "mtime", "input", "params")) == {}
+
+
+@pytest.mark.slow
+def test_results_copied_into_a_fresh_clone(done_copy, tmp_path):
+    """Copied results (no .snakemake metadata, modification times in copy order): only the last
+    rule reruns with --allowed-rules; --touch then marks everything present as up to date."""
+    wd = done_copy
+    shutil.rmtree(wd / ".snakemake")
+    files = sorted((wd / "results").rglob("*"), key=lambda p: str(p), reverse=True)
+    base = int(time.time()) - 100_000
+    for i, p in enumerate(files):  # upstream records newer than the parquet built from them
+        os.utime(p, (base + i, base + i))
+    assert {"data_normalize", "data_headers", "data_parquet"} <= set(_jobs(_smk(wd, "-n", "data")))
+    upstream = _mtimes(wd, "results/data/*/records.jsonl")
+    ran = _jobs(_smk(wd, "data", "--allowed-rules", "data_parquet", "data"))
+    assert set(ran) <= {"data_parquet", "data"} and "data_parquet" in ran
+    assert _mtimes(wd, "results/data/*/records.jsonl") == upstream
+    parquet = _mtimes(wd, "results/data/*/*.parquet")
+    _smk(wd, "data", "--touch")
+    assert _jobs(_smk(wd, "-n", "data")) == {}
+    assert _mtimes(wd, "results/data/*/*.parquet").keys() == parquet.keys()
+
+
+@pytest.mark.slow
+def test_importing_a_checkpoint_skips_the_upstream_stages(tmp_path):
+    wd = _copy_workflow(tmp_path / "wf")
+    full = _jobs(_smk(wd, "-n", "skin_rl"))
+    assert {"data_parquet", "sft_train", "skin_rl_train"} <= set(full)
+    override = tmp_path / "import.yaml"
+    override.write_text(yaml.safe_dump({"skin_rl": {"import": str(tmp_path / "some-model")}}))
+    ran = _jobs(_smk(wd, "-n", "skin_rl", "--configfile", "config.yaml", str(override)))
+    assert set(ran) == {"skin_rl_train", "skin_rl"}

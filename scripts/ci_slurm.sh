@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Run a slice of the pipeline through a real SLURM cluster with the project's profile, and check that
+# every job went through sbatch.
+#
+#   bash scripts/ci_slurm.sh                 # root, Debian 12; after scripts/setup.sh
+#
+# * Cluster: reuses a running one (e.g. brought up by the caller for the `slurm` pytest tests);
+#   otherwise starts a one-node cluster with a fake GPU (scripts/local_slurm_up.sh: apt slurm-wlm + munge)
+#   and stops it again on exit (by pidfile, trap).
+# * Workflow: a copy of the working tree in a temporary folder (the checkout's results/ stay untouched),
+#   run as `snakemake --profile slurm --profile profiles/ci <targets>`: the SLURM profile with the CI layer
+#   (config.yaml: CPU, tiny model), under `timeout -s KILL` so that a hung executor cannot stall CI.
+# * Checks (no squeue needed): each job id Snakemake reports has the executor's log
+#   .snakemake/slurm_logs/rule_<rule>/.../<jobid>.log, written by SLURM, in which the job-side Snakemake
+#   finished that rule; the expected rules were among them; the targets exist.
+#
+# Environment (all optional):
+#   CI_SLURM_TARGETS    targets (default: the data stage and the SFT run of the skeleton model, i.e.
+#                       the data rules, tiny_model and one CPU training job)
+#   CI_SLURM_RULES      rules that must have run as SLURM jobs (default: data_ingest data_parquet tiny_model sft_train)
+#   CI_SLURM_TIMEOUT_S  hard limit for the Snakemake run (default 2400)
+#   CI_SLURM_WORKDIR    where to copy the workflow (default: a new folder under /tmp; kept for inspection)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+TARGETS="${CI_SLURM_TARGETS:-data results/runs/sft_skeleton/done.json}"
+RULES="${CI_SLURM_RULES:-data_ingest data_parquet tiny_model sft_train}"
+LIMIT_S="${CI_SLURM_TIMEOUT_S:-2400}"
+WORK="${CI_SLURM_WORKDIR:-$(mktemp -d /tmp/codegrpo-ci-slurm.XXXXXX)}"
+PY="$ROOT/.venv/bin/python"
+SNAKEMAKE="$ROOT/.venv/bin/snakemake"
+log() { echo "[ci_slurm] $*"; }
+
+cluster_ready() { sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated|completing)'; }
+
+started=0
+if cluster_ready; then
+  log "using the running Slurm cluster"
+else
+  log "starting a one-node Slurm cluster (fake GPU)"
+  SLURM_FAKE_GPUS="${SLURM_FAKE_GPUS:-1}" bash scripts/local_slurm_up.sh up
+  started=1
+fi
+cleanup() {
+  local rc=$?
+  if [ "$started" = 1 ]; then bash scripts/local_slurm_up.sh down || true; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+sinfo
+
+# The fake GPU is schedulable (what GPU rules of the paper profile ask for).
+gpus=$(sinfo -h -N -o %G | head -1)
+if [[ "$gpus" == *gpu* ]]; then
+  cvd=$(timeout -s KILL 120 srun -t 1 --gpus=1 printenv CUDA_VISIBLE_DEVICES)
+  [ -n "$cvd" ] || { log "FAIL: a --gpus=1 job got no CUDA_VISIBLE_DEVICES"; exit 1; }
+  log "GPU job scheduled on gres $gpus (CUDA_VISIBLE_DEVICES=$cvd)"
+fi
+
+log "copying the workflow to $WORK"
+mkdir -p "$WORK"
+git ls-files -co --exclude-standard | grep -v '^tests/' | tar -cf - -T - | tar -xf - -C "$WORK"
+cd "$WORK"
+export PATH="$ROOT/.venv/bin:$PATH"
+
+log "snakemake --profile slurm --profile profiles/ci $TARGETS   (limit ${LIMIT_S}s)"
+t0=$(date +%s)
+set +e
+timeout -s KILL "$LIMIT_S" "$SNAKEMAKE" --profile slurm --profile profiles/ci $TARGETS > snakemake.out 2>&1
+rc=$?
+set -e
+tail -n 25 snakemake.out
+if [ "$rc" != 0 ]; then
+  [ "$rc" = 137 ] && log "FAIL: Snakemake killed after ${LIMIT_S}s"
+  log "FAIL: Snakemake exited $rc (full output: $WORK/snakemake.out; job logs: $WORK/.snakemake/slurm_logs)"
+  for f in $(ls -t .snakemake/slurm_logs/*/*.log .snakemake/slurm_logs/*/*/*.log 2>/dev/null | head -3); do
+    echo "---- $f"; tail -n 30 "$f"
+  done
+  exit 1
+fi
+log "Snakemake finished in $(( $(date +%s) - t0 ))s"
+
+# Evidence that the jobs went through sbatch, from files only.
+"$PY" - "$RULES" $TARGETS <<'EOF'
+import re
+import sys
+from pathlib import Path
+
+rules_expected = sys.argv[1].split()
+targets = [t for t in sys.argv[2:] if "/" in t]
+out = Path("snakemake.out").read_text()
+ids = re.findall(r"submitted with SLURM jobid (\d+) \(log: ([^)]+)\)", out)
+assert ids, "no job was submitted to SLURM"
+ran = {}
+for job_id, log_path in ids:
+    log = Path(log_path)
+    assert log.is_file() and log.stem == job_id, f"job {job_id}: no SLURM log at {log}"
+    assert ".snakemake/slurm_logs/rule_" in log_path, log_path
+    text = log.read_text()
+    m = re.search(r"Finished jobid: \d+ \(Rule: (\w+)\)", text)
+    assert m, f"job {job_id}: its log does not show the rule finishing inside the job:\n{text[-2000:]}"
+    rule = log_path.split("rule_", 1)[1].split("/", 1)[0]
+    assert m.group(1) == rule, (job_id, rule, m.group(1))
+    ran.setdefault(rule, []).append(job_id)
+missing = [r for r in rules_expected if r not in ran]
+assert not missing, f"rules that did not run as SLURM jobs: {missing} (ran: {sorted(ran)})"
+for t in targets:
+    assert Path(t).exists(), f"target {t} missing"
+print(f"[ci_slurm] OK: {len(ids)} SLURM jobs, " +
+      ", ".join(f"{r} x{len(v)}" for r, v in sorted(ran.items())))
+EOF
