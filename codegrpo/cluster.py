@@ -5,7 +5,8 @@ Inside a multi-node SLURM job, verl needs one Ray cluster over every allocated n
 * reads the job's allocation (:func:`current_allocation`): node names (``SLURM_JOB_NODELIST`` expanded with
   ``scontrol show hostnames``), GPUs and CPUs per node (from ``scontrol show job``), and
 * starts Ray across it (:class:`RayCluster`, a context manager): the head on the node where the caller runs,
-  one worker per other node through ``srun --overlap --nodes=1 --ntasks=1 -w <node> ray start --block``; it
+  one worker per other node, each as its own job step (``srun --overlap --nodes=1 --ntasks=1 -w <node>
+  ray start --block``, with the node's GPUs); it
   waits until every node and every GPU (or CPU) is registered, exports ``RAY_ADDRESS`` while the block runs,
   and stops every Ray process it started on exit.
 
@@ -395,20 +396,22 @@ class RayCluster:
         return cmd
 
     def plan(self) -> list[tuple[str, list[str]]]:
-        """The (host, command) of every Ray node, head first, without starting anything."""
+        """The (host, command) of every Ray node, head first, without starting anything.
+
+        Every node, the head included, is a job step of its own (``srun --overlap``) that asks for the
+        node's CPUs, memory and GPUs explicitly: the step the caller runs in may hold neither the GPUs
+        nor the other nodes.
+        """
         hosts = self._ordered_hosts()
         head_ip = socket.gethostbyname(hosts[0])
         plans = []
         for i, host in enumerate(hosts):
-            cmd = self._node_cmd(i, head_ip)
-            if i > 0:
-                srun = ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", host,
-                        f"--cpus-per-task={self.allocation.cpus_per_node}", "--mem=0",
-                        "--kill-on-bad-exit=1", f"--job-name=ray-worker-{i}"]
-                if self.gpus_per_node:
-                    srun.append(f"--gres=gpu:{self.gpus_per_node}")
-                cmd = srun + cmd
-            plans.append((host, cmd))
+            srun = ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", host,
+                    f"--cpus-per-task={self.allocation.cpus_per_node}", "--mem=0",
+                    "--kill-on-bad-exit=1", f"--job-name=ray-{'head' if i == 0 else f'worker-{i}'}"]
+            if self.gpus_per_node:
+                srun.append(f"--gres=gpu:{self.gpus_per_node}")
+            plans.append((host, srun + self._node_cmd(i, head_ip)))
         return plans
 
     # ---- lifecycle ----------------------------------------------------------------------------------
@@ -427,7 +430,7 @@ class RayCluster:
         try:
             for i, (host, cmd) in enumerate(plans):
                 node = _RayNode(i, host, cmd, self.log_dir / f"ray-node{i}-{host}.log")
-                env = _srun_env() if i else dict(os.environ)
+                env = _srun_env()
                 env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self._auth_token)
                 # The cluster lives exactly as long as the training: no drain phase on SIGTERM.
                 env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"

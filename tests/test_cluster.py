@@ -134,10 +134,14 @@ def test_plan_multi_host_head_local_workers_through_srun(tmp_path):
     rc = RayCluster(alloc, port=6380, temp_root=tmp_path / "ray")
     (head_host, head), (worker_host, worker) = rc.plan()
     assert head_host == ME and worker_host == "othernode"  # the head runs where the driver runs
-    assert head[0].endswith("ray") and "--head" in head and "--block" in head
-    assert _flag(head, "--port") == "6380" and _flag(head, "--num-gpus") == "8"
+    # every Ray node is its own job step with the node's GPUs, the head on this host
+    assert head[:6] == ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", ME]
     assert worker[:6] == ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", "othernode"]
-    assert "--gres=gpu:8" in worker and "--cpus-per-task=64" in worker
+    for cmd in (head, worker):
+        assert "--gres=gpu:8" in cmd and "--cpus-per-task=64" in cmd and "--mem=0" in cmd
+        assert any(c.endswith("/ray") or c == "ray" for c in cmd) and "--block" in cmd
+    assert "--head" in head
+    assert _flag(head, "--port") == "6380" and _flag(head, "--num-gpus") == "8"
     assert _flag(worker, "--address").endswith(":6380") and "--head" not in worker
     # one host each: the same ports and a node-local temp dir on every node
     assert _flag(head, "--node-manager-port") == _flag(worker, "--node-manager-port")
