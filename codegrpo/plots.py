@@ -25,8 +25,11 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from codegrpo.io import atomic_path  # noqa: E402
 
 SCORE_KEYS = ("critic/score/mean", "critic/rewards/mean")
-_COMPONENT_RE = re.compile(r"^(reward|rewards|reward_components|components|curriculum)/|(^|/)(r_|alpha|a_)")
-_VAL_RE = re.compile(r"^val")
+_COMPONENT_RE = re.compile(r"^(reward|rewards|reward_components|components)/")
+_VAL_RE = re.compile(r"^val-(core|aux)/(?P<base>.+)/mean@(?P<n>\d+)$")
+PANELS = ("score", "component", "kl", "curriculum", "loss", "val")
+TITLES = {"score": "score (mean reward)", "component": "reward components (batch means)", "kl": "KL",
+          "curriculum": "curriculum stage", "loss": "SFT loss", "val": "validation (mean@n)"}
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
@@ -47,7 +50,7 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
 
 
 def classify(key: str) -> str | None:
-    """Which panel a metric belongs to: score, component, kl, loss (SFT), val, or None (not plotted)."""
+    """Which panel a metric belongs to (see ``PANELS``), or None (not plotted)."""
     if key == "step":
         return None
     low = key.lower()
@@ -55,13 +58,28 @@ def classify(key: str) -> str | None:
         return "score"
     if low in ("train/loss", "val/loss"):
         return "loss"
+    if low.startswith("curriculum/") or low in ("dhrcl/stage", "curriculum_stage"):
+        return "curriculum"
     if _VAL_RE.match(low):
-        return "val"
+        return None if "/stage/" in low else "val"
+    if low.startswith("val"):
+        return None
     if "kl" in low.split("/")[-1] or low.startswith("actor/kl") or "/kl" in low:
         return "kl"
-    if _COMPONENT_RE.search(low) or "component" in low:
-        return "component"
+    if _COMPONENT_RE.match(low) or "component" in low:
+        return None if "/stage/" in low else "component"
     return None
+
+
+def _highest_n_only(keys: list[str]) -> list[str]:
+    """Of validation keys ``.../mean@N``, keep for each metric the one with the largest N."""
+    best: dict[str, tuple[int, str]] = {}
+    for k in keys:
+        m = _VAL_RE.match(k.lower())
+        base, n = m.group("base"), int(m.group("n"))
+        if base not in best or n > best[base][0]:
+            best[base] = (n, k)
+    return [k for k in keys if best[_VAL_RE.match(k.lower()).group("base")][1] == k]
 
 
 def read_transitions(path: str | os.PathLike | None) -> list[tuple[int, str]]:
@@ -75,7 +93,8 @@ def read_transitions(path: str | os.PathLike | None) -> list[tuple[int, str]]:
     for t in items or []:
         if isinstance(t, dict) and "step" in t:
             label = t.get("to") or t.get("stage") or t.get("to_stage") or ""
-            out.append((int(t["step"]), str(label)))
+            label = f"stage {label}" if isinstance(label, int) else str(label)
+            out.append((int(t["step"]), label))
     return out
 
 
@@ -96,16 +115,16 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
     A run without a metrics file (an imported checkpoint, not trained here) gets a figure saying so.
     """
     rows = read_metrics(metrics_path) if Path(metrics_path).is_file() else []
-    keys: dict[str, list[str]] = {"score": [], "component": [], "kl": [], "loss": [], "val": []}
+    keys: dict[str, list[str]] = {p: [] for p in PANELS}
     for r in rows:
-        for k in r:
+        for k, v in r.items():
             panel = classify(k)
-            if panel and k not in keys[panel]:
+            if panel and k not in keys[panel] and isinstance(v, (int, float)) and not isinstance(v, bool):
                 keys[panel].append(k)
+    keys["val"] = _highest_n_only(keys["val"])
     transitions = read_transitions(curriculum_path)
-    panels = [p for p in ("score", "component", "kl", "loss", "val") if keys[p]] or ["score"]
-    titles = {"score": "score (mean reward)", "component": "reward components", "kl": "KL", "loss": "SFT loss",
-              "val": "validation"}
+    panels = [p for p in PANELS if keys[p]] or ["score"]
+    titles = TITLES
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
     for ax, panel in zip(axes[:, 0], panels):
         for k in keys[panel]:

@@ -90,7 +90,8 @@ def _subset_note(res: dict) -> str:
 def table_reexec(results: Sequence[dict], published: dict, benchmark: str = "humaneval_decompile") -> Table:
     cols = ["method", "origin", *LEVELS, "avg", "tasks/level", "source", "config", "date"]
     t = Table("reexec", "Re-executability (%) on HumanEval-Decompile, O0–O3", cols)
-    for res in results:
+    order = {"gold": 0, "ghidra": 1}  # sanity and baseline rows first, then the model systems
+    for res in sorted(results, key=lambda r: (order.get(r["system"], 2), r["_path"])):
         if res["kind"] != "decompile" or res["benchmark"] != benchmark:
             continue
         row = {"method": _label(res), "origin": OURS, **{lv: res["reexec"].get(lv) for lv in LEVELS},

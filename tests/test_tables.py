@@ -50,7 +50,7 @@ def test_tables_from_result_files(results_dir):
             assert (out / f"{name}.{ext}").is_file()
     rex = built["reexec"]
     ours = [r for r in rex.rows if r["origin"] == tables.OURS]
-    assert {r["method"] for r in ours} == {"Gold source (sanity check)", "Ghidra pseudo-code (raw)"}
+    assert [r["method"] for r in ours] == ["Gold source (sanity check)", "Ghidra pseudo-code (raw)"]
     gold = next(r for r in ours if r["method"].startswith("Gold"))
     assert gold["avg"] == 100.0 and gold["tasks/level"] == "3"
     for r in ours:  # every number of ours names an existing source file with its provenance
@@ -112,7 +112,8 @@ def _write_metrics(path, steps=12):
         mf.log(s, {"critic/score/mean": s / steps, "actor/kl_loss": 0.01 * s, "actor/pg_loss": -0.1,
                    "reward/r_syntax/mean": 0.5 + s / 40, "reward/r_exec/mean": s / 30, "timing_s/gen": 1.0})
         if s % 4 == 0:
-            mf.log(s, {"val-core/kodcode/reward/mean@1": s / 20})
+            mf.log(s, {"val-core/kodcode/reward/mean@1": s / 20, "val-core/kodcode/reward/mean@2": s / 21,
+                       "val-core/kodcode/reward/best@2/mean": 1.0, "curriculum/stage": 1 + s // 5})
 
 
 def test_plot_run_draws_components_kl_and_transitions(tmp_path):
@@ -124,7 +125,7 @@ def test_plot_run_draws_components_kl_and_transitions(tmp_path):
     cur = tmp_path / "run" / "curriculum.json"
     cur.write_text(json.dumps({"stage": "pass", "transitions": [
         {"step": 4, "from": "syntax", "to": "execution", "reason": "plateau"},
-        {"step": 9, "from": "execution", "to": "pass", "reason": "max_steps"}]}))
+        {"step": 9, "from": 2, "to": 3, "reason": "max_steps"}]}))
     out = tmp_path / "fig" / "run.png"
     info = plots.plot_run(metrics, out, run="dhrcl-full", curriculum_path=cur)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -132,8 +133,9 @@ def test_plot_run_draws_components_kl_and_transitions(tmp_path):
     assert info["panels"]["score"] == ["critic/score/mean"]
     assert info["panels"]["kl"] == ["actor/kl_loss"]
     assert set(info["panels"]["component"]) == {"reward/r_syntax/mean", "reward/r_exec/mean"}
-    assert info["panels"]["val"] == ["val-core/kodcode/reward/mean@1"]
-    assert info["transitions"] == [(4, "execution"), (9, "pass")]
+    assert info["panels"]["val"] == ["val-core/kodcode/reward/mean@2"]  # the largest n only, no best/worst
+    assert info["panels"]["curriculum"] == ["curriculum/stage"]
+    assert info["transitions"] == [(4, "execution"), (9, "stage 3")]
     # a run without a curriculum file (the SK2Decompile stages) still plots
     assert plots.plot_run(metrics, tmp_path / "b.png", curriculum_path=tmp_path / "none.json")["transitions"] == []
 
