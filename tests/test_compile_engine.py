@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import shutil
 import time
 
 import pytest
@@ -189,3 +190,27 @@ def test_env_from_config_round_trip(monkeypatch):
     with engine_from_env() as eng:
         assert (eng.mode, eng.workers, eng.cache_size) == ("exact", 3, 10)
     assert env_from_config({"mode": "fast", "workers": None}) == {"CODEGRPO_COMPILE_MODE": "fast"}
+
+
+def test_killed_compiles_leave_no_temporaries():
+    bomb = "#define A0 1,\n" + "".join(f"#define A{i} A{i-1} A{i-1} A{i-1} A{i-1}\n" for i in range(1, 11))
+    bomb += "int v[] = { A10 };\n"
+    with CompileEngine(workers=1, mode="exact", timeout=0.3, cache_size=0) as eng:
+        assert eng.compile_sources([bomb, bomb + " "]) == [0.0, 0.0] and eng.stats.timeouts == 2
+        left = [os.path.join(dp, f) for dp, _, fs in os.walk(eng._scratch_root) for f in fs if f != "temp.c"]
+        assert left == []
+        assert eng.compile_sources(["int ok;"]) == [1.0]  # the worker is fine afterwards
+
+
+@pytest.mark.skipif(not shutil.which("prlimit"), reason="prlimit (util-linux) not installed")
+def test_gcc_runs_under_a_memory_limit(tmp_path):
+    big = tmp_path / "zeros.h"
+    with open(big, "wb") as fh:  # sparse 1.5 GiB: cc1 needs that much memory to read it
+        fh.truncate(3 << 29)
+    src = f'#include "{big}"\nint func1(void) {{ return 0; }}\n'
+    with CompileEngine(workers=1, mode="fast", memory_mb=256, cache_size=0) as eng:
+        assert eng._limits[1:3] == [f"--as={256 << 20}", f"--fsize={256 << 20}"]
+        t0 = time.monotonic()
+        assert eng.compile_sources([src, "int ok;"]) == [0.0, 1.0]
+        assert eng.stats.timeouts == 0  # ended by the limit, not by the clock
+        assert time.monotonic() - t0 < 5

@@ -11,7 +11,10 @@ else (error, timeout, missing gcc, text that cannot be encoded) → 0.0.
 * **parallel** — unique sources are compiled concurrently by a pool of threads, each driving its own gcc process
   (the compiler runs in child processes, so the pool spreads over all cores without pickling anything);
 * **RAM scratch** — each worker reuses one directory under ``/dev/shm`` (falls back to the temp dir), and gcc's
-  own intermediates go there too (``TMPDIR``);
+  own intermediates go to a per-worker ``TMPDIR`` there (emptied after a killed compile);
+* **limits** — every gcc process runs under ``prlimit`` with a 1 GiB address-space and 256 MiB file-size limit
+  (the reference has none; ordinary compiles need well under 100 MB, so only sources that would exhaust memory
+  or time out anyway are affected);
 * **mode** ``"fast"`` (default) — ``gcc -fsyntax-only temp.c`` first (run as the ``cc1`` command the driver
   would run, see :func:`syntax_command`). A syntax failure is a ``-c`` failure, so it
   scores 0.0 at once. A syntax success is confirmed with the exact ``gcc -c`` run whenever the text contains a
@@ -166,6 +169,29 @@ def render_source(header, solution) -> str:
     return f"{header}\n\n{solution}"
 
 
+def limit_prefix(memory_mb: int | None, fsize_mb: int | None) -> list[str]:
+    """``prlimit --as=… --fsize=… --`` (util-linux) so every gcc process gets an address-space and file-size limit
+    (a source that includes /dev/zero or a huge file cannot take the node's memory); [] when no limit is asked
+    for or ``prlimit`` is missing (then the limits are not enforced; logged once)."""
+    opts = []
+    if memory_mb:
+        opts.append(f"--as={int(memory_mb) << 20}")
+    if fsize_mb:
+        opts.append(f"--fsize={int(fsize_mb) << 20}")
+    if not opts:
+        return []
+    exe = shutil.which("prlimit")
+    if exe is None:
+        if not _WARNED.get("prlimit"):
+            _WARNED["prlimit"] = True
+            log.warning("prlimit (util-linux) not found: gcc runs without memory/file-size limits")
+        return []
+    return [exe, *opts, "--"]
+
+
+_WARNED: dict[str, bool] = {}
+
+
 def gcc_version() -> str:
     """First line of ``gcc --version`` (e.g. ``gcc (Debian 12.2.0-14+deb12u1) 12.2.0``), or '' if gcc is missing."""
     try:
@@ -266,6 +292,8 @@ class CompileEngine:
         scratch: str | None = None,
         timeout: float = TIMEOUT_S,
         confirm_after_s: float = 1.0,
+        memory_mb: int | None = 1024,
+        fsize_mb: int | None = 256,
     ):
         if mode not in MODES:
             raise ValueError(f"compile mode must be one of {MODES}, got {mode!r}")
@@ -275,6 +303,7 @@ class CompileEngine:
         self.cache_size = max(0, int(cache_size))
         self.timeout = float(timeout)
         self.confirm_after_s = float(confirm_after_s)
+        self._limits = limit_prefix(memory_mb, fsize_mb)
         base = scratch or ("/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None)
         self._scratch_root = tempfile.mkdtemp(prefix="codegrpo-cc-", dir=base)
         self._env = dict(os.environ, TMPDIR=self._scratch_root)  # locale inherited, as in the reference
@@ -303,41 +332,54 @@ class CompileEngine:
             pass
 
     # -- one compile ----------------------------------------------------------------------------------
-    def _workdir(self) -> str:
-        d = getattr(self._local, "dir", None)
-        if d is None:
+    def _workdir(self) -> tuple[str, str, dict]:
+        """This thread's work dir (temp.c, temp.o), its own TMPDIR for gcc's temporaries, and its environment."""
+        w = getattr(self._local, "w", None)
+        if w is None:
             d = tempfile.mkdtemp(prefix="w", dir=self._scratch_root)
-            self._local.dir = d
-        return d
+            tmp = tempfile.mkdtemp(prefix="t", dir=self._scratch_root)
+            w = (d, tmp, dict(self._env, TMPDIR=tmp))
+            self._local.w = w
+        return w
+
+    def _gcc(self, argv: list[str], d: str, tmp: str, env: dict) -> int | None:
+        rc = _run(self._limits + argv, d, env, self.timeout)
+        if rc is None:  # killed: the driver could not remove its temporaries (cc*.s)
+            self.stats.timeouts += 1
+            for name in os.listdir(tmp):
+                path = os.path.join(tmp, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
+        return rc
 
     def _compile_bytes(self, data: bytes) -> float:
-        d = self._workdir()
+        d, tmp, env = self._workdir()
         src, obj = os.path.join(d, "temp.c"), os.path.join(d, "temp.o")
         with open(src, "wb") as fh:
             fh.write(data)
         try:
             if self.mode == "fast":
                 t0 = time.perf_counter()
-                rc = _run(self.syntax_argv, d, self._env, self.timeout)
+                rc = self._gcc(self.syntax_argv, d, tmp, env)
                 self.stats.syntax_runs += 1
                 if rc != 0:
-                    if rc is None:
-                        self.stats.timeouts += 1
                     return 0.0
                 if (time.perf_counter() - t0 <= self.confirm_after_s and not _CONFIRM_RE.search(data)
                         and not may_define_void_object(data)):
                     return 1.0
-            rc = _run([GCC, "-c", "temp.c", "-o", "temp.o"], d, self._env, self.timeout)
+            rc = self._gcc([GCC, "-c", "temp.c", "-o", "temp.o"], d, tmp, env)
             self.stats.exact_runs += 1
-            if rc is None:
-                self.stats.timeouts += 1
             return 1.0 if rc == 0 else 0.0
         finally:
-            for p in (obj,):
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    pass
+            try:
+                os.unlink(obj)
+            except FileNotFoundError:
+                pass
 
     # -- batches --------------------------------------------------------------------------------------
     def compile_sources(self, sources: Sequence[str]) -> list[float]:
@@ -398,13 +440,15 @@ def engine_from_env() -> CompileEngine:
         mode=env.get("CODEGRPO_COMPILE_MODE", "fast") or "fast",
         cache_size=int(env.get("CODEGRPO_COMPILE_CACHE_SIZE", "65536") or 65536),
         scratch=env.get("CODEGRPO_COMPILE_SCRATCH") or None,
+        memory_mb=int(env.get("CODEGRPO_COMPILE_MEMORY_MB", "1024") or 0) or None,
     )
 
 
 def env_from_config(section: dict) -> dict[str, str]:
     """``CODEGRPO_COMPILE_*`` variables for the config's ``compile_reward`` section (what training exports)."""
     names = {"mode": "CODEGRPO_COMPILE_MODE", "workers": "CODEGRPO_COMPILE_WORKERS",
-             "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE", "scratch": "CODEGRPO_COMPILE_SCRATCH"}
+             "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE", "scratch": "CODEGRPO_COMPILE_SCRATCH",
+             "memory_mb": "CODEGRPO_COMPILE_MEMORY_MB"}
     return {env: str(section[k]) for k, env in names.items() if section.get(k) not in (None, "")}
 
 
