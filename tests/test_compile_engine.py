@@ -190,6 +190,11 @@ def test_env_from_config_round_trip(monkeypatch):
     with engine_from_env() as eng:
         assert (eng.mode, eng.workers, eng.cache_size) == ("exact", 3, 10)
     assert env_from_config({"mode": "fast", "workers": None}) == {"CODEGRPO_COMPILE_MODE": "fast"}
+    off = env_from_config({"memory_mb": None})
+    assert off == {"CODEGRPO_COMPILE_MEMORY_MB": "0"}
+    monkeypatch.setenv("CODEGRPO_COMPILE_MEMORY_MB", "0")
+    with engine_from_env() as eng:
+        assert "--as" not in " ".join(eng._limits)
 
 
 def test_killed_compiles_leave_no_temporaries():

@@ -449,7 +449,10 @@ def env_from_config(section: dict) -> dict[str, str]:
     names = {"mode": "CODEGRPO_COMPILE_MODE", "workers": "CODEGRPO_COMPILE_WORKERS",
              "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE", "scratch": "CODEGRPO_COMPILE_SCRATCH",
              "memory_mb": "CODEGRPO_COMPILE_MEMORY_MB"}
-    return {env: str(section[k]) for k, env in names.items() if section.get(k) not in (None, "")}
+    out = {env: str(section[k]) for k, env in names.items() if section.get(k) not in (None, "")}
+    if "memory_mb" in section and section["memory_mb"] is None:
+        out["CODEGRPO_COMPILE_MEMORY_MB"] = "0"  # no limit
+    return out
 
 
 def default_engine() -> CompileEngine:
