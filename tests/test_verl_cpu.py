@@ -225,6 +225,22 @@ def test_grpo_two_steps_on_cpu(sft_run, fixtures):
 
 
 @pytest.mark.slow
+def test_sft_rerun_resumes_from_newest_weights(sft_run, fixtures):
+    """A rerun with more steps continues from global_step_2: steps 1-2 are kept, only step 3 is trained."""
+    from codegrpo.verl.stages import run_sft
+
+    run_dir, _ = sft_run
+    before = read_metrics(run_dir)
+    done = run_sft(tiny_cfg(steps=3), "skeleton", train_files=fixtures["sft_train"], val_files=fixtures["sft_val"],
+                   init_model=str(fixtures["tiny"]), run_dir=run_dir)
+    after = read_metrics(run_dir)
+    assert [r["step"] for r in after] == [1, 2, 3] and after[:2] == before
+    assert done["final_step"] == 3 and (run_dir / "checkpoints" / "global_step_3" / "model.safetensors").is_file()
+    log = (run_dir / "train.log").read_text()
+    assert "resuming SFT from" in log and "global_step_2 (step 2)" in log
+
+
+@pytest.mark.slow
 def test_grpo_resumes_after_kill(fixtures, tmp_path):
     """Kill a run after its first checkpoint; the rerun resumes there; no step is lost or duplicated."""
     from codegrpo.verl import checkpoints
