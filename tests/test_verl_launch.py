@@ -190,3 +190,51 @@ def test_reward_managers_load_through_verl(tmp_path, repo_root):
         assert "score" in info and len(info["score"]) == 2
     assert scores["naive"] == scores["batch"]
     assert scores["naive"][0] > scores["naive"][1]
+
+
+def test_experiment_name_for_other_runs(repo_root, tmp_path):
+    cfg = load_config(repo_root / "config.yaml")
+    la = L.grpo_launch(cfg, "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                       model_path="/m", run_dir=tmp_path / "r", experiment_name="dhrcl-full")
+    assert la.run == "dhrcl-full" and "trainer.experiment_name=dhrcl-full" in la.overrides
+
+
+# ---------------------------------------------------------------------------------------------------------
+# metrics file and callbacks (pure Python, no training)
+
+
+def test_metrics_file_merges_steps_and_replaces_rerun_steps(tmp_path):
+    import numpy as np
+
+    from codegrpo.verl.metrics import MetricsFile
+
+    path = tmp_path / "run" / "metrics.jsonl"
+    first = MetricsFile(path)
+    first.log(1, {"train/loss": np.float32(2.5), "n": np.int64(3)})
+    first.log(1, {"val/loss": 2.0})  # same step, second call: merged
+    first.log(2, {"train/loss": 2.25, "stale": 1.0, "bad": float("nan"), "obj": object()})
+    assert [json.loads(x) for x in path.read_text().splitlines()] == [
+        {"step": 1, "train/loss": 2.5, "n": 3, "val/loss": 2.0},
+        {"step": 2, "train/loss": 2.25, "stale": 1.0},
+    ]
+    # a resumed process re-runs step 2: its first value replaces the killed attempt's line
+    second = MetricsFile(path)
+    second.log(2, {"train/loss": 2.0})
+    second.log(3, {"train/loss": 1.5})
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3] and rows[1] == {"step": 2, "train/loss": 2.0}
+    path.write_text(path.read_text() + "not json\n")
+    with pytest.raises(ValueError, match=r"metrics.jsonl:4: not a metrics line"):
+        MetricsFile(path)
+
+
+def test_callback_resolution():
+    from codegrpo.verl.trainer import resolve_callable
+
+    assert resolve_callable("json:dumps") is json.dumps and resolve_callable("json.loads") is json.loads
+    with pytest.raises(ValueError, match="cannot be loaded"):
+        resolve_callable("json:no_such_fn")
+    with pytest.raises(ValueError, match="cannot be loaded"):
+        resolve_callable("no_such_module_xyz:fn")
+    with pytest.raises(ValueError, match="not callable"):
+        resolve_callable("json:__doc__")

@@ -219,6 +219,7 @@ def grpo_launch(
     run_dir: str | os.PathLike,
     extra_overrides: Sequence[str] = (),
     reward_path: str | os.PathLike | None = None,
+    experiment_name: str | None = None,
 ) -> Launch:
     """The GRPO launch of an RL stage (skeleton_rl | skin_rl) from the pipeline config."""
     if stage not in RL_STAGES:
@@ -263,7 +264,7 @@ def grpo_launch(
         "custom_reward_function.name": reward["function"],
         "reward_model.reward_manager": reward["manager"],
         "trainer.project_name": s["project_name"],
-        "trainer.experiment_name": stage,
+        "trainer.experiment_name": experiment_name or stage,
         "trainer.logger": s["logger"],
         "trainer.nnodes": nnodes,
         "trainer.n_gpus_per_node": n_gpus,
@@ -287,7 +288,7 @@ def grpo_launch(
         overrides += cpu.grpo_overrides()
     overrides += list(extra_overrides) + list(s.get("overrides") or [])
     prefix = [sys.executable, "-m", "codegrpo.verl.trainer"]
-    return Launch("grpo", stage, "grpo", overrides, prefix, _common_env(device))
+    return Launch("grpo", experiment_name or stage, "grpo", overrides, prefix, _common_env(device))
 
 
 def _files(files: Sequence[str] | str):
