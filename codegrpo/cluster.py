@@ -435,10 +435,13 @@ class RayCluster:
                 # The cluster lives exactly as long as the training: no drain phase on SIGTERM.
                 env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"
                 with open(node.log_path, "ab") as out:
-                    node.proc = subprocess.Popen(
-                        cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                        start_new_session=True, env=env,
-                    )
+                    try:
+                        node.proc = subprocess.Popen(
+                            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=env,
+                        )
+                    except FileNotFoundError as exc:
+                        raise ClusterError(f"cannot start Ray node {i} on {host}: {exc}") from exc
                 self._nodes.append(node)
                 if i == 0:
                     self._wait_ready(1, started=t0)  # workers need a live GCS
@@ -463,32 +466,51 @@ class RayCluster:
                 )
 
     def _wait_ready(self, n_nodes: int, *, started: float) -> dict:
-        """Block until ``n_nodes`` are alive with their GPUs (or CPUs), or raise after the timeout."""
+        """Block until ``n_nodes`` are alive with their GPUs (or CPUs), or raise after the timeout.
+
+        A probe runs in a subprocess while the Ray nodes are watched, so a node that dies is reported
+        at once, not after the probe gives up.
+        """
         want_gpus = n_nodes * self.gpus_per_node
         want_cpus = n_nodes * self.allocation.cpus_per_node
         last = "no answer yet"
-        while True:
-            self._check_alive()
-            remaining = self.timeout_s - (time.monotonic() - started)
-            if remaining <= 0:
-                raise ClusterError(
-                    f"Ray cluster at {self.address} did not reach {n_nodes} node(s) / {want_gpus} GPU(s) / "
-                    f"{want_cpus} CPU(s) within {self.timeout_s:.0f}s (last probe: {last}); "
-                    f"logs in {self.log_dir}"
-                )
-            try:
-                state = probe(self.address, timeout_s=min(60.0, remaining), python=self.python,
-                              token=self._auth_token)
-            except ClusterError as exc:
-                last = str(exc)
-                log.debug("probe: %s", exc)
-                time.sleep(1.0)
-                continue
-            last = json.dumps(state)
-            if (state["nodes"] >= n_nodes and state["GPU"] >= want_gpus
-                    and state["CPU"] >= want_cpus):
-                return state
-            time.sleep(1.0)
+        running: subprocess.Popen | None = None
+        probe_started = 0.0
+        try:
+            while True:
+                self._check_alive()
+                now = time.monotonic()
+                if now - started > self.timeout_s:
+                    raise ClusterError(
+                        f"Ray cluster at {self.address} did not reach {n_nodes} node(s) / {want_gpus} "
+                        f"GPU(s) / {want_cpus} CPU(s) within {self.timeout_s:.0f}s (last probe: {last}); "
+                        f"logs in {self.log_dir}"
+                    )
+                if running is None:
+                    running = _start_probe(self.address, python=self.python, token=self._auth_token)
+                    probe_started = now
+                elif running.poll() is not None:
+                    try:
+                        state = _probe_result(self.address, running)
+                    except ClusterError as exc:
+                        last = str(exc)
+                        log.debug("probe: %s", exc)
+                    else:
+                        last = json.dumps(state)
+                        if (state["nodes"] >= n_nodes and state["GPU"] >= want_gpus
+                                and state["CPU"] >= want_cpus):
+                            return state
+                    running = None
+                elif now - probe_started > 60:
+                    running.kill()
+                    running.communicate()
+                    last = f"probe of {self.address} timed out"
+                    running = None
+                time.sleep(0.5)
+        finally:
+            if running is not None and running.poll() is None:
+                running.kill()
+                running.communicate()
 
     def stop(self) -> None:
         """Stop every Ray node this object started (workers first), and restore ``RAY_ADDRESS``."""
@@ -571,24 +593,36 @@ print("PROBE " + json.dumps(res))
 """
 
 
+def _start_probe(address: str, *, python: str = sys.executable, token: str | None = None) -> subprocess.Popen:
+    env = dict(os.environ, RAY_ADDRESS=address)
+    if token is not None:
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    return subprocess.Popen([python, "-c", _PROBE, address], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+
+
+def _probe_result(address: str, proc: subprocess.Popen) -> dict:
+    stdout, stderr = proc.communicate()
+    for line in stdout.splitlines():
+        if line.startswith("PROBE "):
+            return json.loads(line[6:])
+    raise ClusterError(f"probe of {address} failed: {stderr.strip()[-500:]}")
+
+
 def probe(address: str, *, timeout_s: float = 60.0, python: str = sys.executable,
           token: str | None = None) -> dict:
     """State of the Ray cluster at ``address`` (alive nodes, CPUs, GPUs), read in a subprocess.
 
     ``token``: the cluster's authentication token (None: take RAY_AUTH_* from the environment).
     """
-    env = dict(os.environ, RAY_ADDRESS=address)
-    if token is not None:
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    proc = _start_probe(address, python=python, token=token)
     try:
-        proc = subprocess.run([python, "-c", _PROBE, address], capture_output=True, text=True,
-                              timeout=timeout_s, env=env)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
         raise ClusterError(f"probe of {address} timed out") from exc
-    for line in proc.stdout.splitlines():
-        if line.startswith("PROBE "):
-            return json.loads(line[6:])
-    raise ClusterError(f"probe of {address} failed: {proc.stderr.strip()[-500:]}")
+    return _probe_result(address, proc)
 
 
 class multinode_ray:  # noqa: N801 - used like a function: ``with multinode_ray() as rc:``

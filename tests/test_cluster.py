@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -396,3 +397,20 @@ def test_importing_a_checkpoint_skips_the_upstream_stages(tmp_path):
     override.write_text(yaml.safe_dump({"skin_rl": {"import": str(tmp_path / "some-model")}}))
     ran = _jobs(_smk(wd, "-n", "skin_rl", "--configfile", "config.yaml", str(override)))
     assert set(ran) == {"skin_rl_train", "skin_rl"}
+
+
+@pytest.mark.slow
+def test_a_ray_node_that_cannot_start_is_reported_and_nothing_is_left(tmp_path, monkeypatch):
+    """srun refuses (no such job) or is missing: start() raises ClusterError naming the node, stops
+    what it started, and leaves the environment as it was."""
+    monkeypatch.setenv("SLURM_JOB_ID", "999999999")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    temp_root = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))
+    rc = RayCluster(Allocation("999999999", (ME,), 0, 1), temp_root=temp_root,
+                    log_dir=tmp_path / "logs", timeout_s=30)
+    with pytest.raises(ClusterError) as err:
+        rc.start()
+    assert re.search(r"Ray node 0 on \S+ exited with code|cannot start Ray node 0|did not reach 1 node",
+                     str(err.value)), str(err.value)
+    assert "RAY_ADDRESS" not in os.environ
+    assert cluster.leftover_pids(temp_root) == []
