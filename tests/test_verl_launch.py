@@ -238,3 +238,38 @@ def test_callback_resolution():
         resolve_callable("no_such_module_xyz:fn")
     with pytest.raises(ValueError, match="not callable"):
         resolve_callable("json:__doc__")
+
+
+def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
+    import pandas as pd
+
+    from codegrpo.verl.stages import TrainingInputError, check_model, check_parquet, run_grpo, run_sft
+
+    good_rl = {"data_source": "sk2decompile_structure", "prompt": [{"role": "user", "content": "x"}],
+               "ability": "decompile", "reward_model": {"style": "rule", "ground_truth": "int f;"},
+               "extra_info": {"index": 0}}
+    pd.DataFrame([good_rl, good_rl]).to_parquet(tmp_path / "rl.parquet")
+    assert check_parquet(tmp_path / "rl.parquet", "rl") == 2
+    pd.DataFrame([good_rl, {**good_rl, "prompt": []}]).to_parquet(tmp_path / "bad_rl.parquet")
+    with pytest.raises(TrainingInputError, match=r"bad_rl.parquet: row 1: field 'prompt'"):
+        check_parquet(tmp_path / "bad_rl.parquet", "rl")
+    pd.DataFrame([{"prompt": "p", "response": ""}]).to_parquet(tmp_path / "bad_sft.parquet")
+    with pytest.raises(TrainingInputError, match=r"bad_sft.parquet: row 0: field 'response'"):
+        check_parquet(tmp_path / "bad_sft.parquet", "sft")
+    pd.DataFrame([{"question": "p", "answer": "a"}]).to_parquet(tmp_path / "cols.parquet")
+    with pytest.raises(TrainingInputError, match=r"missing column\(s\) \['prompt', 'response'\]"):
+        check_parquet(tmp_path / "cols.parquet", "sft")
+    with pytest.raises(TrainingInputError, match="does not exist"):
+        check_parquet(tmp_path / "nope.parquet", "rl")
+    with pytest.raises(TrainingInputError, match="not a Hugging Face folder"):
+        check_model(str(tmp_path))
+    check_model("LLM4Binary/llm4decompile-6.7b-v2")  # hub ids are resolved by the trainer
+    # the stage functions stop before launching and leave nothing that looks complete
+    cfg = load_config(repo_root / "config.yaml")
+    with pytest.raises(TrainingInputError):
+        run_grpo(cfg, "skeleton_rl", train_files=tmp_path / "bad_rl.parquet", val_files=tmp_path / "rl.parquet",
+                 init_model="org/model", run_dir=tmp_path / "run")
+    with pytest.raises(TrainingInputError):
+        run_sft(cfg, "skin", train_files=tmp_path / "bad_sft.parquet", val_files=tmp_path / "bad_sft.parquet",
+                init_model="org/model", run_dir=tmp_path / "run2")
+    assert not (tmp_path / "run" / "done.json").exists() and not (tmp_path / "run" / "train.log").exists()
