@@ -93,3 +93,23 @@ def test_allocation_inside_a_job_step(tmp_path):
     assert wait_job(job, timeout_s=120) == "COMPLETED", out.read_text()
     alloc = _tagged(out.read_text(), "ALLOCATION")
     assert alloc == {"job_id": job, "cpus": 2}
+
+
+def test_ray_node_gets_the_jobs_gpus(tmp_path):
+    """A GPU job: the Ray node (its own job step with --gres) announces the allocation's GPUs."""
+    if node_gpus() == 0:
+        pytest.skip("the Slurm node has no (fake) GPU gres; start it with SLURM_FAKE_GPUS=1")
+    temp_root = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))
+    out = tmp_path / "job.out"
+    cmd = (f"{sys.executable} -m codegrpo.cluster --port {_free_port_base()} --temp-root {temp_root} "
+           f"--object-store-memory 80000000 --timeout 240")
+    job = sbatch(["--ntasks=1", "--cpus-per-task=1", "--gres=gpu:1", "--mem=2000", "-t", "10",
+                  "-o", str(out), "--wrap", cmd], cwd=REPO)
+    state = wait_job(job, timeout_s=400)
+    text = out.read_text()
+    assert state == "COMPLETED", f"job {job} ended {state}:\n{text[-4000:]}"
+    assert _tagged(text, "ALLOCATION")["gpus_per_node"] == 1
+    cluster = _tagged(text, "CLUSTER")
+    assert (cluster["nodes"], cluster["GPU"]) == (1, 1)
+    assert _tagged(text, "STOPPED") == {"leftover_pids": []}
+    assert leftover_pids(temp_root) == []
