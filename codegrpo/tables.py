@@ -179,7 +179,7 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
         row[f"avg pass@{k}"] = sum(vals) / len(vals) if len(vals) == len(benchmarks) else None
         row["syntax acc"] = sum(syn) / len(syn) if syn else None
         row["exec acc"] = sum(exe) / len(exe) if exe else None
-        row["setting"] = "reconstructed" if any_res.get("reconstructed") else any_res.get("setting", "")
+        row["setting"] = any_res.get("setting") or ("reconstructed" if any_res.get("reconstructed") else "")
         provs = [_prov(per[b]) for b in benchmarks if b in per]
         row["source"] = "; ".join(p["source"] for p in provs)
         row["config"] = "; ".join(sorted({p["config"] for p in provs}))

