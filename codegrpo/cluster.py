@@ -287,7 +287,6 @@ class _RayNode:
     cmd: list[str]
     log_path: Path
     proc: subprocess.Popen | None = None
-    temp_dir: Path | None = None
 
 
 def _short_host() -> str:
