@@ -183,3 +183,28 @@ def test_transformers_generator_greedy_and_sampling(repo_root, tmp_path):
         HFGenerator(model, GenerationSettings(max_new_tokens=2, n=2)).generate(prompts[:1])
     with pytest.raises(FileNotFoundError, match="no config.json"):
         make_generator(tmp_path, GenerationSettings(), backend="transformers")
+
+
+@pytest.mark.hostile
+def test_hostile_outputs_are_contained(tasks, tmp_path):
+    """Decompiled code runs in the sandbox: a fork bomb and a file write outside its folder do no harm."""
+    t = tasks[0]
+    marker = tmp_path / "escaped"
+    fork_bomb = "#include <unistd.h>\nint func0(float *a, int n, float th) { for (;;) fork(); return 0; }"
+    writer = ("#include <stdio.h>\nint func0(float *a, int n, float th) { FILE *f = fopen(\"" + str(marker)
+              + "\", \"w\"); if (f) { fputs(\"x\", f); fclose(f); } return 1; }")
+    res = d.reexecutability([t], {t.key: fork_bomb}, timeout=2.0)
+    assert not res["records"][0]["passed"]
+    res = d.reexecutability([t], {t.key: writer}, timeout=2.0)
+    assert res["records"][0]["compiled"]
+    assert not marker.exists()
+
+
+def test_parallel_and_serial_scoring_agree(tasks):
+    sub = [t for t in tasks if t.task_id < 4]
+    outputs = {t.key: t.pseudo for t in sub}  # raw Ghidra: a mix of passes and failures
+    serial = d.reexecutability(sub, outputs, workers=1)
+    parallel = d.reexecutability(sub, outputs, workers=3)
+    key = lambda r: (r["task_id"], r["opt"], r["compiled"], r["passed"], r["stage"])  # noqa: E731
+    assert [key(r) for r in serial["records"]] == [key(r) for r in parallel["records"]]
+    assert serial["reexec"] == parallel["reexec"]
