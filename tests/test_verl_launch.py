@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 
 import pytest
 
@@ -273,3 +274,15 @@ def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
         run_sft(cfg, "skin", train_files=tmp_path / "bad_sft.parquet", val_files=tmp_path / "bad_sft.parquet",
                 init_model="org/model", run_dir=tmp_path / "run2")
     assert not (tmp_path / "run" / "done.json").exists() and not (tmp_path / "run" / "train.log").exists()
+
+
+def test_multi_node_sft_command(repo_root, tmp_path, monkeypatch):
+    cfg = load_config(repo_root / "config" / "paper.yaml")
+    cfg["sft"]["nnodes"] = 2
+    monkeypatch.setenv("MASTER_ADDR", "node7")
+    monkeypatch.setenv("MASTER_PORT", "29611")
+    la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                      model_path="/m", run_dir=tmp_path / "r")
+    assert la.argv[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", sys.executable]
+    assert "--rdzv_endpoint=node7:29611" in la.argv and "--nproc_per_node=8" in la.argv
+    assert la.validate().trainer.nnodes == 2

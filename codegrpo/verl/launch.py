@@ -203,8 +203,13 @@ def sft_launch(
     prefix = [sys.executable, "-m", "torch.distributed.run"]
     if nnodes == 1:
         prefix += ["--standalone", "--nnodes=1"]
-    else:  # multi-node: the job script exports MASTER_ADDR/MASTER_PORT and NODE_RANK on every node
-        prefix += [f"--nnodes={nnodes}", "--rdzv_backend=c10d", "--rdzv_endpoint=${MASTER_ADDR}:${MASTER_PORT}"]
+    else:
+        # multi-node (inside one SLURM allocation): one torchrun per node via srun, rendezvous on this node
+        import socket
+
+        endpoint = f"{os.environ.get('MASTER_ADDR') or socket.gethostname()}:{os.environ.get('MASTER_PORT', '29500')}"
+        prefix = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", *prefix,
+                  f"--nnodes={nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}"]
     prefix += [f"--nproc_per_node={n_gpus}", "-m", "codegrpo.verl.sft_main"]
     return Launch("sft", run, "sft", overrides, prefix, _common_env(device))
 
