@@ -97,7 +97,6 @@ def test_runaway_program_is_stopped(tasks):
     assert rec["compiled"] and not rec["passed"] and rec["stage"] == "timeout"
 
 
-@pytest.mark.slow
 def test_gold_functions_score_100_at_every_level(repo_root, tmp_path):
     """Sanity: the benchmark's own functions are re-executable on all 164 tasks at O0-O3."""
     out = tmp_path / "gold.json"
