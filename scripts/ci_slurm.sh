@@ -63,6 +63,10 @@ git ls-files -co --exclude-standard | grep -v '^tests/' | tar -cf - -T - | tar -
 cd "$WORK"
 export PATH="$ROOT/.venv/bin:$PATH"
 
+log "paper-scale DAG under the SLURM profile (dry run)"
+timeout -s KILL 300 "$SNAKEMAKE" --profile slurm -n --quiet rules > dryrun.out 2>&1 \
+  || { tail -n 40 dryrun.out; log "FAIL: snakemake --profile slurm -n"; exit 1; }
+
 log "snakemake --profile slurm --profile profiles/ci $TARGETS   (limit ${LIMIT_S}s)"
 t0=$(date +%s)
 set +e
@@ -72,6 +76,9 @@ set -e
 tail -n 25 snakemake.out
 if [ "$rc" != 0 ]; then
   [ "$rc" = 137 ] && log "FAIL: Snakemake killed after ${LIMIT_S}s"
+  # cancel what this run submitted (a killed Snakemake cannot)
+  ids=$(sed -n 's/.*submitted with SLURM jobid \([0-9]*\).*/\1/p' snakemake.out | tr '\n' ' ')
+  [ -n "$ids" ] && scancel $ids 2>/dev/null || true
   log "FAIL: Snakemake exited $rc (full output: $WORK/snakemake.out; job logs: $WORK/.snakemake/slurm_logs)"
   for f in $(ls -t .snakemake/slurm_logs/*/*.log .snakemake/slurm_logs/*/*/*.log 2>/dev/null | head -3); do
     echo "---- $f"; tail -n 30 "$f"
