@@ -408,8 +408,11 @@ def test_a_ray_node_that_cannot_start_is_reported_and_nothing_is_left(tmp_path, 
     temp_root = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))
     rc = RayCluster(Allocation("999999999", (ME,), 0, 1), temp_root=temp_root,
                     log_dir=tmp_path / "logs", timeout_s=30)
-    with pytest.raises(ClusterError) as err:
-        rc.start()
+    try:
+        with pytest.raises(ClusterError) as err:
+            rc.start()
+    finally:
+        shutil.rmtree(temp_root, ignore_errors=True)
     assert re.search(r"Ray node 0 on \S+ exited with code|cannot start Ray node 0|did not reach 1 node",
                      str(err.value)), str(err.value)
     assert "RAY_ADDRESS" not in os.environ

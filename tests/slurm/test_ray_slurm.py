@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sys
 import tempfile
@@ -38,9 +39,16 @@ def _free_port_base() -> int:
     raise RuntimeError("no free port range")
 
 
-def test_ray_cluster_over_two_tasks(tmp_path):
+@pytest.fixture
+def temp_root():
+    """A short Ray temp dir (Ray puts Unix sockets in it), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_ray_cluster_over_two_tasks(tmp_path, temp_root):
     """--ntasks=2 on one host = two Ray nodes (head local, worker through srun); both register, all stop."""
-    temp_root = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))  # short: Ray puts sockets in it
     out = tmp_path / "job.out"
     port = _free_port_base()
     cmd = (f"{sys.executable} -m codegrpo.cluster --tasks-as-nodes --port {port} "
@@ -95,11 +103,10 @@ def test_allocation_inside_a_job_step(tmp_path):
     assert alloc == {"job_id": job, "cpus": 2}
 
 
-def test_ray_node_gets_the_jobs_gpus(tmp_path):
+def test_ray_node_gets_the_jobs_gpus(tmp_path, temp_root):
     """A GPU job: the Ray node (its own job step with --gres) announces the allocation's GPUs."""
     if node_gpus() == 0:
         pytest.skip("the Slurm node has no (fake) GPU gres; start it with SLURM_FAKE_GPUS=1")
-    temp_root = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))
     out = tmp_path / "job.out"
     cmd = (f"{sys.executable} -m codegrpo.cluster --port {_free_port_base()} --temp-root {temp_root} "
            f"--object-store-memory 80000000 --timeout 240")
