@@ -208,6 +208,11 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: st
             from codegrpo.verl.checkpoints import merge_fsdp_actor
 
             merge_fsdp_actor(src, tmp)
+        elif is_hf_dir(src) and any(src.glob("*.safetensors")) and not any(src.glob("pytorch_model*.bin")):
+            # already safetensors (what verl's SFT trainer writes): copy the files, no reload of a large model
+            for item in src.iterdir():
+                if item.is_file() and (item.suffix in (".safetensors", ".json", ".jinja", ".txt", ".model")):
+                    shutil.copy2(item, tmp / item.name)
         elif is_hf_dir(src):
             from transformers import AutoModelForCausalLM
 

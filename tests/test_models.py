@@ -107,3 +107,13 @@ def test_import_checkpoint_local_and_offline_hub(tiny, tmp_path, monkeypatch):
     assert not (tmp_path / "hub").exists()
     with pytest.raises(CheckpointError, match="no such folder"):
         import_checkpoint("./nope", tmp_path / "x")
+
+
+def test_export_hf_copies_safetensors_folder(tiny, tmp_path):
+    src = tmp_path / "global_step_1"
+    model, tok = load_model(tiny)
+    model.save_pretrained(src)  # safetensors, no tokenizer (as some trainers write)
+    dst = export_hf(src, tmp_path / "hf", tokenizer_from=tiny)
+    assert (dst / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
+    m2, t2 = load_model(dst)
+    assert torch.equal(m2.lm_head.weight, model.lm_head.weight) and t2.eos_token == tok.eos_token
