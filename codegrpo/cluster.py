@@ -591,6 +591,34 @@ ray.shutdown()
 print("PROBE " + json.dumps(res))
 """
 
+# One task pinned to each alive node: proves that a driver joining through the environment (as verl's
+# does) gets work run on every node, not only that the nodes registered.
+_TASKS = r"""
+import json, os, socket, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init(logging_level="ERROR", log_to_driver=False)  # RAY_ADDRESS and RAY_AUTH_* from the environment
+
+@ray.remote(num_cpus=1)
+def where():
+    return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
+            "pid": os.getpid(), "gpus": ray.get_gpu_ids()}
+
+nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+out = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote()
+               for n in nodes], timeout=300)
+ray.shutdown()
+print("TASKS " + json.dumps(out))
+"""
+
+
+def run_probe_tasks(python: str = sys.executable, timeout_s: float = 600) -> list[dict]:
+    """Run one task on every node of the cluster named by the environment; return where each ran."""
+    proc = subprocess.run([python, "-c", _TASKS], capture_output=True, text=True, timeout=timeout_s)
+    for line in proc.stdout.splitlines():
+        if line.startswith("TASKS "):
+            return json.loads(line[6:])
+    raise ClusterError(f"tasks on the Ray cluster failed: {proc.stderr.strip()[-1000:]}")
+
 
 def _start_probe(address: str, *, python: str = sys.executable, token: str | None = None) -> subprocess.Popen:
     env = dict(os.environ, RAY_ADDRESS=address)
@@ -651,7 +679,7 @@ class multinode_ray:  # noqa: N801 - used like a function: ``with multinode_ray(
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m codegrpo.cluster [--tasks-as-nodes] [--cpu-only] [--port P] [--hold S]``.
+    """``python -m codegrpo.cluster [--tasks-as-nodes] [--cpu-only] [--port P] [--run-tasks]``.
 
     Starts Ray over the current SLURM job, prints the cluster state as JSON, then stops it: the check
     that a job's nodes can form one Ray cluster.
@@ -667,6 +695,7 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--temp-root", default=None)
     ap.add_argument("--log-dir", default=None)
     ap.add_argument("--object-store-memory", type=int, default=None)
+    ap.add_argument("--run-tasks", action="store_true", help="also run one task pinned to each node")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     alloc = current_allocation(tasks_as_nodes=args.tasks_as_nodes)
@@ -681,6 +710,8 @@ def _main(argv: list[str] | None = None) -> int:
     with rc:
         state = probe(rc.address, python=rc.python)  # joins like a driver would: from os.environ
         print("CLUSTER " + json.dumps({"address": rc.address, **state}), flush=True)
+        if args.run_tasks:
+            print("TASKS " + json.dumps(run_probe_tasks(rc.python)), flush=True)
     left = leftover_pids(rc.temp_root)
     print("STOPPED " + json.dumps({"leftover_pids": left}), flush=True)
     return 0 if not left else 1

@@ -53,7 +53,7 @@ def test_ray_cluster_over_two_tasks(tmp_path, temp_root):
     port = _free_port_base()
     cmd = (f"{sys.executable} -m codegrpo.cluster --tasks-as-nodes --port {port} "
            f"--temp-root {temp_root} --log-dir {tmp_path / 'ray-logs'} "
-           f"--object-store-memory 80000000 --timeout 240")
+           f"--object-store-memory 80000000 --timeout 240 --run-tasks")
     job = sbatch(["--ntasks=2", "--cpus-per-task=1", "--mem=3000", "-t", "10", "-J", "cgr-ray-test",
                   "-o", str(out), "--wrap", cmd], cwd=REPO)
     state = wait_job(job, timeout_s=400)
@@ -66,6 +66,10 @@ def test_ray_cluster_over_two_tasks(tmp_path, temp_root):
     cluster = _tagged(text, "CLUSTER")
     assert cluster["nodes"] == 2 and len(set(cluster["node_ids"])) == 2
     assert cluster["CPU"] == 2 and cluster["GPU"] == 0
+    # a driver that joins through the environment (as verl's does) gets a task run on each node
+    tasks = _tagged(text, "TASKS")
+    assert sorted(t["node_id"] for t in tasks) == cluster["node_ids"]
+    assert len({t["pid"] for t in tasks}) == 2
     assert _tagged(text, "STOPPED") == {"leftover_pids": []}
     # the worker's log shows it joined through srun, and nothing of either node is still running here
     assert (tmp_path / "ray-logs" / f"ray-node1-{alloc['nodes'][1]}.log").exists()
@@ -109,7 +113,7 @@ def test_ray_node_gets_the_jobs_gpus(tmp_path, temp_root):
         pytest.skip("the Slurm node has no (fake) GPU gres; start it with SLURM_FAKE_GPUS=1")
     out = tmp_path / "job.out"
     cmd = (f"{sys.executable} -m codegrpo.cluster --port {_free_port_base()} --temp-root {temp_root} "
-           f"--object-store-memory 80000000 --timeout 240")
+           f"--object-store-memory 80000000 --timeout 240 --run-tasks")
     job = sbatch(["--ntasks=1", "--cpus-per-task=1", "--gres=gpu:1", "--mem=2000", "-t", "10",
                   "-o", str(out), "--wrap", cmd], cwd=REPO)
     state = wait_job(job, timeout_s=400)
@@ -118,5 +122,7 @@ def test_ray_node_gets_the_jobs_gpus(tmp_path, temp_root):
     assert _tagged(text, "ALLOCATION")["gpus_per_node"] == 1
     cluster = _tagged(text, "CLUSTER")
     assert (cluster["nodes"], cluster["GPU"]) == (1, 1)
+    (task,) = _tagged(text, "TASKS")
+    assert task["node_id"] == cluster["node_ids"][0]
     assert _tagged(text, "STOPPED") == {"leftover_pids": []}
     assert leftover_pids(temp_root) == []
