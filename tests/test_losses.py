@@ -145,6 +145,7 @@ def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     assert hc.trainer.val_before_train and hc.trainer.test_freq == cfg["dhrcl"]["curriculum"]["eval_every"]
     assert list(hc.codegrpo.validate_callbacks) == ["codegrpo.verl.dhrcl:on_validate"]
     assert (hc.actor_rollout_ref.model.get("external_lib") == "codegrpo.verl.losses") == (loss != "vanilla")
+    assert hc.data.dataloader_num_workers == 0  # CPU mode: no DataLoader worker processes (they outlive the run)
     settings = json.loads((tmp_path / f"dhrcl-{variant}" / "dhrcl.json").read_text())
     assert launch.env[vd.SETTINGS_ENV].endswith("dhrcl.json") and settings["variant"] == variant
     assert json.loads(launch.env["CODEGRPO_SANDBOX_LIMITS"])["wall_s"] == cfg["sandbox"]["wall_s"]

@@ -311,6 +311,10 @@ def dhrcl_overrides(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_mo
     ]
     if vdef["token_weights"] != "none":
         ov.append(f"{ar}.model.external_lib=codegrpo.verl.losses")
+    if cfg["device"] == "cpu":
+        # verl's default of 8 DataLoader worker processes per loader: on CPU they only compete for the cores, and
+        # they are left running (about 0.5 GB each) when Ray kills the TaskRunner at the end of a run
+        ov.append("+data.dataloader_num_workers=0")
     tok = init_model if (dcfg.get("reward") or {}).get("use_policy_tokenizer", True) else None
     for k, v in reward_kwargs(dcfg, vdef, tok).items():
         ov.append(f"+custom_reward_function.reward_kwargs.{k}={fmt(v)}")
