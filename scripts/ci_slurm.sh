@@ -15,16 +15,17 @@
 #   finished that rule; the expected rules were among them; the targets exist.
 #
 # Environment (all optional):
-#   CI_SLURM_TARGETS    targets (default: the data stage and the SFT run of the skeleton model, i.e.
-#                       the data rules, tiny_model and one CPU training job)
-#   CI_SLURM_RULES      rules that must have run as SLURM jobs (default: data_ingest data_parquet tiny_model sft_train)
+#   CI_SLURM_TARGETS    targets (default: the data stage and the skeleton_rl run, i.e. the data rules,
+#                       tiny_model, sft_train (skeleton) and skeleton_rl_train: GRPO with verl on CPU)
+#   CI_SLURM_RULES      rules that must have run as SLURM jobs
+#                       (default: data_ingest data_parquet tiny_model sft_train skeleton_rl_train)
 #   CI_SLURM_TIMEOUT_S  hard limit for the Snakemake run (default 2400)
 #   CI_SLURM_WORKDIR    where to copy the workflow (default: a new folder under /tmp; kept for inspection)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
-TARGETS="${CI_SLURM_TARGETS:-data results/runs/sft_skeleton/done.json}"
-RULES="${CI_SLURM_RULES:-data_ingest data_parquet tiny_model sft_train}"
+TARGETS="${CI_SLURM_TARGETS:-data results/runs/skeleton_rl/done.json}"
+RULES="${CI_SLURM_RULES:-data_ingest data_parquet tiny_model sft_train skeleton_rl_train}"
 LIMIT_S="${CI_SLURM_TIMEOUT_S:-2400}"
 WORK="${CI_SLURM_WORKDIR:-$(mktemp -d /tmp/codegrpo-ci-slurm.XXXXXX)}"
 PY="$ROOT/.venv/bin/python"
