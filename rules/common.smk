@@ -34,7 +34,7 @@ def logpath(*parts):
 def stage_resources(stage):
     """Resources of a stage's jobs from config['cluster'] (defaults merged with the stage's overrides).
 
-    Use in a rule as ``resources: **stage_resources("sft")``. Locally these are only scheduling hints;
+    In a rule's resources directive: ``**stage_resources("sft")``. Locally these are only scheduling hints;
     the SLURM executor maps them to sbatch flags (docs/cluster.md): mem_mb -> --mem (per node),
     runtime -> -t, cpus_per_task -> --cpus-per-task, nodes -> --nodes, partition/account/qos -> -p/-A/--qos.
     GPUs (config value per node; none with device cpu): on one node ``gpu``(+``gpu_model``) -> --gpus=N;

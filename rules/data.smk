@@ -37,6 +37,8 @@ rule data_ingest:
         logpath("data_ingest", "{dataset}.log"),
     wildcard_constraints:
         dataset=DATASET_RE,
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 1
     resources:
         **stage_resources("data"),
@@ -61,6 +63,8 @@ rule data_normalize:
         logpath("data_normalize", "{dataset}.log"),
     wildcard_constraints:
         dataset=DATASET_RE,
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 1
     resources:
         **stage_resources("data"),
@@ -84,6 +88,8 @@ rule data_headers:
         logpath("data_headers", "{dataset}.log"),
     wildcard_constraints:
         dataset=DATASET_RE,
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 4
     resources:
         **stage_resources("data"),
@@ -108,6 +114,8 @@ rule data_parquet:
     wildcard_constraints:
         role="rl|sft",
         stage="skeleton|skin",
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 1
     resources:
         **stage_resources("data"),
@@ -130,6 +138,8 @@ rule data_kodcode:
         summary=res("data", "kodcode", "summary.json"),
     log:
         logpath("data_kodcode", "kodcode.log"),
+    conda:
+        "../envs/codegrpo.yaml"
     threads: 1
     resources:
         **stage_resources("data"),

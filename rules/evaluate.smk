@@ -2,59 +2,9 @@
 # two-phase model systems), identifier quality (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on
 # the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
 # Target rule: `evaluate`. Library code: codegrpo/eval/ (docs/evaluation.md).
-import re
-
-EVAL = config["evaluate"]
-EVAL_DEC = EVAL["decompile"]
-EVAL_GEN = EVAL["codegen"]
-EVAL_SYSTEMS = {s["name"]: s for s in EVAL_DEC["systems"]}
-# DHRCL runs: the configured list, or every run of the dhrcl section.
-EVAL_GEN_RUNS = (
-    EVAL_GEN["runs"]
-    if EVAL_GEN["runs"] is not None
-    else [f"dhrcl-{r}" for r in config.get("dhrcl", {}).get("runs", [])]
-)
-# Sandbox limits of evaluation jobs: the project's sandbox section with the evaluate overrides.
-EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
 
 
-def eval_alternatives(names):
-    """A wildcard regex matching exactly the given names (nothing when the list is empty)."""
-    return "|".join(re.escape(n) for n in names) or "(?!)"
-
-
-def run_model_dir(run):
-    """The Hugging Face model folder a training run exports."""
-    return res("runs", run, "hf")
-
-
-def eval_cpu_resources():
-    """The evaluate stage's resources without a GPU (rows that only compile and run programs)."""
-    return {
-        k: v
-        for k, v in stage_resources("evaluate").items()
-        if k not in ("gpu", "gpu_model")
-    }
-
-
-def eval_targets():
-    files = [
-        res("eval", name, "humaneval_decompile.json")
-        for name in EVAL_DEC["baselines"] + list(EVAL_SYSTEMS)
-    ]
-    if EVAL_DEC["bringupbench"]["enabled"]:
-        files.append(res("eval", "bringupbench", "identifier.json"))
-    runs = EVAL_GEN_RUNS + (["reference"] if EVAL_GEN["reference"] else [])
-    files += [
-        res("eval", run, f"{b}.json") for run in runs for b in EVAL_GEN["benchmarks"]
-    ]
-    return files
-
-
-def codegen_data(wildcards):
-    if wildcards.benchmark == "kodcode_heldout":
-        return {"data": res("data", "kodcode", "heldout.parquet")}
-    return {}
+include: "eval_common.smk"
 
 
 rule eval_decompile_baseline:

@@ -2,36 +2,7 @@
 # evaluation outputs (results/eval/) and the training runs' metrics files only. Target rule: `tables`.
 # Library code: codegrpo/tables.py, codegrpo/plots.py (docs/evaluation.md). `snakemake --report report.html`
 # embeds everything marked report() below.
-TABLES = config["tables"]
-TABLE_NAMES = ("reexec", "ablation", "dhrcl", "identifier")
-TABLE_FORMATS = ("md", "csv", "tex")
-
-
-def report_runs():
-    """Training runs plotted in the report: the configured list, or the runs behind what is evaluated."""
-    if TABLES["report_runs"] is not None:
-        return list(TABLES["report_runs"])
-    runs = []
-    for system in EVAL_SYSTEMS.values():
-        for run in (system["skeleton"], system.get("skin")):
-            if run and run not in runs:
-                runs.append(run)
-    return runs + [r for r in EVAL_GEN_RUNS if r not in runs]
-
-
 REPORT_RUNS = report_runs()
-
-
-def eval_decompile_files():
-    return [f for f in EVAL_TARGETS if f.endswith("humaneval_decompile.json")]
-
-
-def eval_codegen_files():
-    return [
-        f
-        for f in EVAL_TARGETS
-        if os.path.basename(f)[: -len(".json")] in EVAL_GEN["benchmarks"]
-    ]
 
 
 rule tables_build:

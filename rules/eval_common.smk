@@ -1,0 +1,84 @@
+# Config values and helper functions of the evaluate and tables stages (no rules here).
+# Included by rules/evaluate.smk (which the Snakefile includes before rules/tables.smk).
+import re
+
+EVAL = config["evaluate"]
+EVAL_DEC = EVAL["decompile"]
+EVAL_GEN = EVAL["codegen"]
+EVAL_SYSTEMS = {s["name"]: s for s in EVAL_DEC["systems"]}
+# DHRCL runs: the configured list, or every run of the dhrcl section.
+EVAL_GEN_RUNS = (
+    EVAL_GEN["runs"]
+    if EVAL_GEN["runs"] is not None
+    else [f"dhrcl-{r}" for r in config.get("dhrcl", {}).get("runs", [])]
+)
+# Sandbox limits of evaluation jobs: the project's sandbox section with the evaluate overrides.
+EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
+
+
+def eval_alternatives(names):
+    """A wildcard regex matching exactly the given names (nothing when the list is empty)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def run_model_dir(run):
+    """The Hugging Face model folder a training run exports."""
+    return res("runs", run, "hf")
+
+
+def eval_cpu_resources():
+    """The evaluate stage's resources without a GPU (rows that only compile and run programs)."""
+    return {
+        k: v
+        for k, v in stage_resources("evaluate").items()
+        if k not in ("gpu", "gpu_model")
+    }
+
+
+def eval_targets():
+    files = [
+        res("eval", name, "humaneval_decompile.json")
+        for name in EVAL_DEC["baselines"] + list(EVAL_SYSTEMS)
+    ]
+    if EVAL_DEC["bringupbench"]["enabled"]:
+        files.append(res("eval", "bringupbench", "identifier.json"))
+    runs = EVAL_GEN_RUNS + (["reference"] if EVAL_GEN["reference"] else [])
+    files += [
+        res("eval", run, f"{b}.json") for run in runs for b in EVAL_GEN["benchmarks"]
+    ]
+    return files
+
+
+def codegen_data(wildcards):
+    if wildcards.benchmark == "kodcode_heldout":
+        return {"data": res("data", "kodcode", "heldout.parquet")}
+    return {}
+
+
+TABLES = config["tables"]
+TABLE_NAMES = ("reexec", "ablation", "dhrcl", "identifier")
+TABLE_FORMATS = ("md", "csv", "tex")
+
+
+def report_runs():
+    """Training runs plotted in the report: the configured list, or the runs behind what is evaluated."""
+    if TABLES["report_runs"] is not None:
+        return list(TABLES["report_runs"])
+    runs = []
+    for system in EVAL_SYSTEMS.values():
+        for run in (system["skeleton"], system.get("skin")):
+            if run and run not in runs:
+                runs.append(run)
+    return runs + [r for r in EVAL_GEN_RUNS if r not in runs]
+
+
+def eval_decompile_files():
+    return [f for f in EVAL_TARGETS if f.endswith("humaneval_decompile.json")]
+
+
+def eval_codegen_files():
+    return [
+        f
+        for f in EVAL_TARGETS
+        if os.path.basename(f)[: -len(".json")] in EVAL_GEN["benchmarks"]
+    ]
