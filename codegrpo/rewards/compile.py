@@ -209,6 +209,33 @@ def gcc_major() -> int | None:
         return None
 
 
+class CompilerUnavailableError(RuntimeError):
+    """gcc cannot be run: every sample would score 0 and silently become the training signal."""
+
+
+def check_compiler(env: dict | None = None, cwd: str | None = None) -> None:
+    """Raise :class:`CompilerUnavailableError` unless ``$CODEGRPO_GCC`` (default ``gcc``) compiles a trivial unit.
+
+    The reference scores a missing compiler as 0.0 per sample; the engine refuses to start instead, so a broken
+    environment fails the training job at once with a message naming the command.
+    """
+    with tempfile.TemporaryDirectory(dir=cwd) as d:
+        with open(os.path.join(d, "ok.c"), "w") as fh:
+            fh.write("int codegrpo_ok(void) { return 0; }\n")
+        argv = [GCC, "-c", "ok.c", "-o", "ok.o"]
+        try:
+            proc = subprocess.run(argv, cwd=d, env=env, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise CompilerUnavailableError(
+                f"cannot run the C compiler {GCC!r} ({type(exc).__name__}: {exc}); install gcc or set CODEGRPO_GCC"
+            ) from exc
+        if proc.returncode != 0:
+            raise CompilerUnavailableError(
+                f"the C compiler {' '.join(argv)!r} failed on a trivial file (exit {proc.returncode}): "
+                f"{proc.stderr.strip()[-500:]}"
+            )
+
+
 def _run(argv: list[str], cwd: str, env: dict, timeout: float) -> int | None:
     """Run one gcc command in its own process group; return its exit status, or None on timeout/start failure."""
     try:
@@ -307,6 +334,11 @@ class CompileEngine:
         base = scratch or ("/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None)
         self._scratch_root = tempfile.mkdtemp(prefix="codegrpo-cc-", dir=base)
         self._env = dict(os.environ, TMPDIR=self._scratch_root)  # locale inherited, as in the reference
+        try:
+            check_compiler(self._env, self._scratch_root)
+        except CompilerUnavailableError:
+            shutil.rmtree(self._scratch_root, ignore_errors=True)
+            raise
         self._cache: OrderedDict[bytes, float] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="codegrpo-cc")

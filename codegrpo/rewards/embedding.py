@@ -26,6 +26,7 @@ from __future__ import annotations
 import array
 import hashlib
 import logging
+import math
 import os
 import threading
 import time
@@ -241,7 +242,7 @@ class OpenAIBackend:
                     raise EmbeddingServiceError(
                         f"{self.describe()} returned {len(data)} embeddings for {len(texts)} inputs"
                     )
-                return [[float(x) for x in d.embedding] for d in data]
+                return check_vectors([[float(x) for x in d.embedding] for d in data], self.describe())
             except EmbeddingServiceError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -258,6 +259,24 @@ class OpenAIBackend:
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
         raise AssertionError("unreachable")
+
+
+def check_vectors(vectors: list[list[float]], source: str) -> list[list[float]]:
+    """Return ``vectors`` if they can be compared, else raise :class:`EmbeddingServiceError` naming ``source``.
+
+    A service that answers with vectors of different or zero length, non-finite values or a zero norm would
+    otherwise turn into a silent reward of 0 (or NaN) for the affected samples.
+    """
+    dims = {len(v) for v in vectors}
+    if len(dims) > 1 or 0 in dims:
+        raise EmbeddingServiceError(f"{source} returned embeddings of lengths {sorted(dims)}; expected one "
+                                    f"non-zero dimension")
+    for i, v in enumerate(vectors):
+        if not all(math.isfinite(x) for x in v):
+            raise EmbeddingServiceError(f"{source} returned a non-finite value in embedding {i}")
+        if not any(v):
+            raise EmbeddingServiceError(f"{source} returned an all-zero embedding ({i}); its cosine is undefined")
+    return vectors
 
 
 _VERIFIED: set[tuple[str, str]] = set()
@@ -315,7 +334,7 @@ class LocalBackend:
         self.requests += 1
         vecs = self.model.encode(list(texts), batch_size=min(len(texts), 64), normalize_embeddings=True,
                                  convert_to_numpy=True, show_progress_bar=False)
-        return [[float(x) for x in v] for v in vecs]
+        return check_vectors([[float(x) for x in v] for v in vecs], self.describe())
 
 
 # --------------------------------------------------------------------------------------------------------------
