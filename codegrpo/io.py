@@ -2,11 +2,15 @@
 
 Every output of the pipeline is written to a temporary file in the destination's folder and renamed
 into place only once it is complete, so a failed or killed job never leaves a file that looks finished.
+A job with several outputs wraps its writes in :func:`atomic_group`: the temporaries are renamed only once
+all of them are complete, so a job that fails (disk full) or is killed while writing its second output does
+not leave its first output behind either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import tempfile
@@ -29,10 +33,50 @@ def atomic_path(dest: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp_path, dest)
+        group = _GROUP.get()
+        if group is not None:  # inside atomic_group(): renamed when the whole group is complete
+            group.append((tmp_path, dest))
+        else:
+            os.replace(tmp_path, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        raise
+
+
+_GROUP: contextvars.ContextVar[list | None] = contextvars.ContextVar("codegrpo_atomic_group", default=None)
+
+
+@contextlib.contextmanager
+def atomic_group() -> Iterator[None]:
+    """Make every atomic write inside the block part of one unit: each output stays a temporary file until
+    the block exits cleanly, then all are renamed into place; on an exception (or a kill) none is.
+
+    Nested groups join the outermost one.
+    """
+    if _GROUP.get() is not None:
+        yield
+        return
+    pending: list[tuple[Path, Path]] = []
+    token = _GROUP.set(pending)
+    try:
+        yield
+    except BaseException:
+        for tmp, _ in pending:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        raise
+    finally:
+        _GROUP.reset(token)
+    done = 0
+    try:
+        for tmp, dest in pending:
+            os.replace(tmp, dest)
+            done += 1
+    except BaseException:
+        for tmp, _ in pending[done:]:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
         raise
 
 

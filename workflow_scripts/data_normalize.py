@@ -3,7 +3,7 @@
 import logging
 
 from codegrpo.data.normalize import normalize_records
-from codegrpo.io import read_jsonl, write_json, write_jsonl
+from codegrpo.io import atomic_group, read_jsonl, write_json, write_jsonl
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
@@ -21,9 +21,10 @@ try:
     )
     if not kept:
         raise ValueError(f"{sm.input.records}: the normaliser dropped every record ({summary['dropped_by_reason']})")
-    write_jsonl(sm.output.records, kept)
-    write_jsonl(sm.output.dropped, dropped)
-    write_json(sm.output.summary, summary)
+    with atomic_group():  # all three outputs or none
+        write_jsonl(sm.output.records, kept)
+        write_jsonl(sm.output.dropped, dropped)
+        write_json(sm.output.summary, summary)
 except Exception:
     logging.exception("data_normalize failed")
     raise

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from codegrpo.io import atomic_open, write_json, write_jsonl
+from codegrpo.io import atomic_group, atomic_open, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,8 @@ def write_dataset_outputs(records: list[dict], header_summary: dict, *, ingest_s
         "gcc_version": header_summary.get("gcc_version"),
         "psyche_c_used": header_summary.get("psyche_c_used", False),
     }
-    write_jsonl(records_path, records)
-    write_headers_tsv(tsv_path, records)
-    write_json(summary_path, summary)
+    with atomic_group():  # all three or none
+        write_jsonl(records_path, records)
+        write_headers_tsv(tsv_path, records)
+        write_json(summary_path, summary)
     return summary

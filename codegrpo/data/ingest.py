@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from codegrpo.io import write_json, write_jsonl
+from codegrpo.io import atomic_group, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -316,10 +316,11 @@ def _count(items) -> dict[str, int]:
 
 
 def write_ingest_outputs(result: IngestResult, records_path, rejects_path, summary_path) -> None:
-    """Write records, rejects and the summary, each atomically."""
-    write_jsonl(records_path, result.records)
-    write_jsonl(rejects_path, (r.to_json() for r in result.rejects))
-    write_json(summary_path, result.summary)
+    """Write records, rejects and the summary atomically, as one unit (all three or none)."""
+    with atomic_group():
+        write_jsonl(records_path, result.records)
+        write_jsonl(rejects_path, (r.to_json() for r in result.rejects))
+        write_json(summary_path, result.summary)
 
 
 def ingest_to_files(name: str, ds: dict, *, records_path, rejects_path, summary_path, **kwargs) -> dict:

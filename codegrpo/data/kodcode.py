@@ -40,7 +40,7 @@ from codegrpo.data.ingest import (
     iter_raw_lines,
 )
 from codegrpo.data.parquet import assign_slices, rl_schema, write_table
-from codegrpo.io import write_json, write_jsonl
+from codegrpo.io import atomic_group, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -296,24 +296,25 @@ def prepare_kodcode(
         )
     out_dir = Path(out_dir)
     schema = rl_schema("kodcode")
-    for s in SLICES:
-        write_table(rows[s], schema, out_dir / f"{s}.parquet")
-    write_jsonl(out_dir / "rejects.jsonl", (r.to_json() for r in rejects))
-    summary = {
-        "inputs": [str(p) for p in paths],
-        "on_bad_record": on_bad_record,
-        "records_read": lines,
-        "accepted": len(records),
-        "rejected": len(rejects),
-        "rejected_by_field": {f: sum(1 for r in rejects if r.field == f) for f in {r.field for r in rejects}},
-        "filtered": len(filtered),
-        "filtered_records": filtered,
-        "slices": {s: len(rows[s]) for s in SLICES},
-        "val_fraction": val_fraction,
-        "heldout_fraction": heldout_fraction,
-        "seed": seed,
-    }
-    write_json(out_dir / "summary.json", summary)
+    with atomic_group():  # the slices, rejects and summary appear together or not at all
+        for s in SLICES:
+            write_table(rows[s], schema, out_dir / f"{s}.parquet")
+        write_jsonl(out_dir / "rejects.jsonl", (r.to_json() for r in rejects))
+        summary = {
+            "inputs": [str(p) for p in paths],
+            "on_bad_record": on_bad_record,
+            "records_read": lines,
+            "accepted": len(records),
+            "rejected": len(rejects),
+            "rejected_by_field": {f: sum(1 for r in rejects if r.field == f) for f in {r.field for r in rejects}},
+            "filtered": len(filtered),
+            "filtered_records": filtered,
+            "slices": {s: len(rows[s]) for s in SLICES},
+            "val_fraction": val_fraction,
+            "heldout_fraction": heldout_fraction,
+            "seed": seed,
+        }
+        write_json(out_dir / "summary.json", summary)
     log.info("kodcode: %d read, %d accepted, %d filtered, %d rejected; slices %s", lines, len(records),
              len(filtered), len(rejects), summary["slices"])
     return summary

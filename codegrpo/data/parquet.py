@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codegrpo.data.ingest import STAGE_DATA_SOURCE, wrap_prompt
-from codegrpo.io import atomic_path, read_jsonl
+from codegrpo.io import atomic_group, atomic_path, read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +165,9 @@ def write_stage_parquets(
         else:
             raise ValueError(f"unknown role {role!r}")
     schema = rl_schema(stage) if role == "rl" else SFT_SCHEMA
-    write_table(parts["train"], schema, train_path)
-    write_table(parts["val"], schema, val_path)
+    with atomic_group():  # the train/val pair appears together or not at all
+        write_table(parts["train"], schema, train_path)
+        write_table(parts["val"], schema, val_path)
     summary = {"stage": stage, "role": role, "train": len(parts["train"]), "val": len(parts["val"]),
                "sources": list(record_files)}
     log.info("%s %s parquet: %d train, %d val", stage, role, summary["train"], summary["val"])
