@@ -214,7 +214,10 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
             if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
                 from codegrpo.cluster import multinode_ray
 
-                rc = stack.enter_context(multinode_ray())
+                cl = cfg.get("cluster", {})
+                kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s"))
+                      if key in cl}
+                rc = stack.enter_context(multinode_ray(**kw))
                 if rc is not None and os.environ.get("RAY_ADDRESS"):
                     env["RAY_ADDRESS"] = os.environ["RAY_ADDRESS"]
         return run_grpo(cfg, stage, train_files=train_files, val_files=val_files, init_model=init_model,
