@@ -170,35 +170,57 @@ def test_missing_config_file(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- through snakemake
-def _snakemake(snakemake_bin, repo_root, *args):
-    return subprocess.run([snakemake_bin, *args], cwd=repo_root, capture_output=True, text=True, timeout=300)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", SNAKEMAKE_CASES, ids=[c[0] for c in SNAKEMAKE_CASES])
-def test_snakemake_dry_run_names_the_key_path(case, snakemake_bin, repo_root, tmp_path):
-    _, body, _, _, words = case
-    path = _write(tmp_path, body)  # --configfile extends config.yaml, as a user's override file does
-    proc = _snakemake(snakemake_bin, repo_root, "-n", "--configfile", str(path))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out[-3000:]
-    for w in words:
-        assert w in out, (w, out[-3000:])
-    _no_output(tmp_path)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name, data, words", [
+UNREADABLE = [
     # Snakemake reads --configfile itself: a non-UTF-8 file ends in its UnicodeDecodeError traceback, and its
     # messages do not name the file (load_config's do, see test_unreadable_config_files).
     ("binary", b"PAR1\x00\x15\x04\x15\xff\xfe\x00\x00", ("not valid JSON or YAML", "UnicodeDecodeError")),
     ("yaml_syntax", b"data:\n  val_fraction: [0.1\nseed: 1\n", ("not valid JSON or YAML",)),
     ("empty", b"", ("keys at top level",)),
-], ids=["binary", "yaml_syntax", "empty"])
-def test_snakemake_refuses_unreadable_configfile(name, data, words, snakemake_bin, repo_root, tmp_path):
-    path = tmp_path / "bad.yaml"
-    path.write_bytes(data)
-    proc = _snakemake(snakemake_bin, repo_root, "-n", "--configfile", str(path))
+]
+
+
+@pytest.fixture(scope="module")
+def snakemake_runs(snakemake_bin, repo_root, tmp_path_factory):
+    """Every Snakemake invocation of this suite, run concurrently (each is a workflow start-up that mostly
+    waits): name -> (completed process, its folder)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = {}
+    for name, body, *_ in SNAKEMAKE_CASES:
+        d = tmp_path_factory.mktemp(name)
+        jobs[name] = (d, ["-n", "--configfile", str(_write(d, body))])
+    for name, data, _ in UNREADABLE:
+        d = tmp_path_factory.mktemp(name)
+        (d / "bad.yaml").write_bytes(data)
+        jobs["unreadable_" + name] = (d, ["-n", "--configfile", str(d / "bad.yaml")])
+    d = tmp_path_factory.mktemp("real_run")
+    path = _write(d, {"datasets": {"mine": _ds(path=str(d / "gone.jsonl"), roles=["rl"])}})
+    jobs["real_run"] = (d, ["data", "--cores", "1", "--configfile", str(path)])  # not a dry run
+
+    def run(args):
+        return subprocess.run([snakemake_bin, *args], cwd=repo_root, capture_output=True, text=True, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=7) as pool:
+        futures = {name: pool.submit(run, args) for name, (_, args) in jobs.items()}
+        return {name: (fut.result(), jobs[name][0]) for name, fut in futures.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SNAKEMAKE_CASES, ids=[c[0] for c in SNAKEMAKE_CASES])
+def test_snakemake_dry_run_names_the_key_path(case, snakemake_runs):
+    name, _, _, _, words = case
+    proc, folder = snakemake_runs[name]  # --configfile extends config.yaml, as a user's override file does
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    for w in words:
+        assert w in out, (w, out[-3000:])
+    _no_output(folder)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, data, words", UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_snakemake_refuses_unreadable_configfile(name, data, words, snakemake_runs):
+    proc, _ = snakemake_runs["unreadable_" + name]
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert any(w in out for w in words), out[-3000:]
@@ -206,11 +228,10 @@ def test_snakemake_refuses_unreadable_configfile(name, data, words, snakemake_bi
 
 
 @pytest.mark.slow
-def test_snakemake_real_run_with_missing_dataset_writes_nothing(snakemake_bin, repo_root, tmp_path):
+def test_snakemake_real_run_with_missing_dataset_writes_nothing(snakemake_runs):
     """Not a dry run: the missing file stops the workflow at parse time, before any job writes anything."""
-    path = _write(tmp_path, {"datasets": {"mine": _ds(path=str(tmp_path / "gone.jsonl"), roles=["rl"])}})
-    proc = _snakemake(snakemake_bin, repo_root, "data", "--cores", "1", "--configfile", str(path))
+    proc, folder = snakemake_runs["real_run"]
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
-    assert "datasets/mine/path: file not found" in out and str(tmp_path / "gone.jsonl") in out, out[-3000:]
-    _no_output(tmp_path)
+    assert "datasets/mine/path: file not found" in out and str(folder / "gone.jsonl") in out, out[-3000:]
+    _no_output(folder)
