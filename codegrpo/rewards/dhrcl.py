@@ -125,11 +125,16 @@ _FENCE = re.compile(r"```[ \t]*(python3?|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTA
 
 
 def extract_code(completion: str) -> str:
-    """The last fenced ```python block of a completion (an unterminated last block counts), else the text."""
-    blocks = _FENCE.findall(completion or "")
+    """The last fenced ```python block of a completion (an unterminated last block counts), else the text.
+
+    A completion that is not a string (None, bytes, a number: never produced by verl's decoding) is no program.
+    """
+    if not isinstance(completion, str):
+        return ""
+    blocks = _FENCE.findall(completion)
     if blocks:
         return blocks[-1][1].strip("\n")
-    return (completion or "").strip("\n")
+    return completion.strip("\n")
 
 
 # ---------------------------------------------------------------------------------------------------------
