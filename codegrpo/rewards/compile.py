@@ -74,7 +74,8 @@ _CONTAINERS = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc
 _UNWRAP = frozenset({"init_declarator", "parenthesized_declarator", "attributed_declarator"})
 
 
-def _ts_parser():
+def c_parser():
+    """This thread's tree-sitter C parser (parsers are not thread-safe; one per thread, created on first use)."""
     p = getattr(_ts_local, "parser", None)
     if p is None:
         import tree_sitter
@@ -111,7 +112,7 @@ def _declared_name_node(decl):
 
 def may_define_void_object(data: bytes) -> bool:
     """True unless the source surely has no file-scope, non-extern object declaration of (possibly typedef'd) void."""
-    root = _ts_parser().parse(data).root_node
+    root = c_parser().parse(data).root_node
     typedefs: dict[bytes, object] = {}
     nodes = list(_top_level(root))
     for node in nodes:  # typedef names first (a typedef after its use does not make the use void in C)

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from typing import Any, Sequence
 
 from codegrpo.rewards import register
-from codegrpo.rewards.compile import compile_reference, default_engine
+from codegrpo.rewards.compile import c_parser, compile_reference, default_engine
 
 # --------------------------------------------------------------------------------------------------------------
 # Structure recovery: placeholder Jaccard + compile (exe_type), token Jaccard + compile (sim_exe)
@@ -150,18 +149,6 @@ def sim_exe_batch(solution_strs, ground_truths, extra_infos, engine=None, **_: A
 KINDS = ("func", "type", "field", "var")
 CAP_PER_KIND = 64
 
-_parser_local = threading.local()
-
-
-def _parser():
-    p = getattr(_parser_local, "parser", None)
-    if p is None:
-        import tree_sitter
-        import tree_sitter_c
-
-        p = tree_sitter.Parser(tree_sitter.Language(tree_sitter_c.language()))
-        _parser_local.parser = p
-    return p
 
 
 def _classify(node) -> str | None:
@@ -187,7 +174,7 @@ def extract_identifiers(code: str) -> dict[str, list[str]]:
     Siblings are therefore visited right to left; duplicates are kept; each kind keeps its first 64 names in
     traversal order. Raises ``UnicodeError`` where the reference does (text that is not encodable as UTF-8).
     """
-    tree = _parser().parse(code.encode("utf8"))
+    tree = c_parser().parse(code.encode("utf8"))
     found: dict[str, list[str]] = {k: [] for k in KINDS}
     stack = [tree.root_node]
     while stack:
