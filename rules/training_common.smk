@@ -4,7 +4,11 @@
 
 def training_cfg(*sections):
     """The parts of the config a training job needs (the library takes a plain dict)."""
-    out = {"device": config["device"], "seed": config["seed"], "cluster": config["cluster"]}
+    out = {
+        "device": config["device"],
+        "seed": config["seed"],
+        "cluster": config["cluster"],
+    }
     out.update({s: config[s] for s in sections})
     return out
 
