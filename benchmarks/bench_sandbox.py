@@ -53,6 +53,17 @@ def _run(pairs) -> tuple[list[float], list[float], list[tuple], list[tuple]]:
     return t_fresh, t_server, r_fresh, r_server
 
 
+def _run_batch(pairs, workers: int) -> tuple[float, list[tuple]]:
+    """The reward path: the whole batch through ``run_tests_many`` on ``workers`` fork servers; wall time, outcomes."""
+    lim = SandboxLimits(wall_s=30, cpu_s=30)
+    with Sandbox(lim, mode="server", workers=workers) as server:
+        server.run_tests_many([("x = 1\n", "def test_x():\n    assert x == 1\n")] * workers)  # warm-up
+        t0 = time.perf_counter()
+        res = server.run_tests_many(pairs)
+        wall = time.perf_counter() - t0
+    return wall, [(r.executed, r.passed, r.total, r.timed_out) for r in res]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=30, help="number of (solution, tests) pairs")
@@ -69,6 +80,12 @@ def main(argv=None) -> int:
           f"| load average {load:.1f} on {os.cpu_count()} CPUs")
     print(f"speedup fork-server vs fresh process: {ratio:.1f}x total, {med_ratio:.1f}x median "
           f"(target >= {args.target:.0f}x); identical results: {same}")
+    workers = os.cpu_count() or 1
+    t_batch, r_batch = _run_batch(pairs, workers)
+    same_batch = r_batch == r_fresh
+    print(f"batch as the DHRCL reward runs it ({workers} fork servers, run_tests_many): {t_batch:.2f}s "
+          f"-> {sum(t_fresh) / t_batch:.1f}x the fresh-process-per-sample total; identical results: {same_batch}")
+    same = same and same_batch
     if not same:
         for i, (a, b) in enumerate(zip(r_fresh, r_server)):
             if a != b:
