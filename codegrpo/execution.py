@@ -179,7 +179,8 @@ def _supervisor_env(pidns: bool, private_uid: bool = False) -> dict[str, str]:
 
 def _needed_paths() -> list[str]:
     """Directories the job's interpreter must be able to read (Python installation, virtual environment)."""
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             os.path.dirname(os.path.realpath(_THIS_FILE))}  # the supervisor runs this file
     return sorted(os.path.realpath(p) for p in paths if p)
 
 
@@ -216,6 +217,23 @@ def _closed_ancestors() -> list[tuple[str, list[str]]]:
     return sorted(out.items())
 
 
+# Replaced by an empty tmpfs in every sandbox (the job's private /tmp, /dev/shm, /run).
+_MASKED_DIRS = ("/tmp", "/dev/shm", "/run")
+
+
+def _bind_back(argv: list[str], top: str, path: str, made: set[str]) -> None:
+    """Bind ``path`` read-only inside ``top`` (a fresh tmpfs), creating its parents there with mode 0755
+    (bwrap would create missing parents with mode 0700, which the job uid could not traverse)."""
+    cur = top
+    for part in Path(path).relative_to(top).parts[:-1]:
+        cur = os.path.join(cur, part)
+        if cur not in made:
+            argv += ["--perms", "0755", "--dir", cur]
+            made.add(cur)
+    argv += ["--ro-bind", path, path]
+    made.add(path)
+
+
 def _bwrap_argv(workspace: str) -> list[str]:
     argv = [
         shutil.which("bwrap") or "bwrap",
@@ -224,22 +242,23 @@ def _bwrap_argv(workspace: str) -> list[str]:
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
-        "--perms", "0755", "--tmpfs", "/tmp",
-        "--perms", "0755", "--tmpfs", "/dev/shm",
-        "--perms", "0755", "--tmpfs", "/run",
     ]
+    for masked in _MASKED_DIRS:
+        argv += ["--perms", "0755", "--tmpfs", masked]
+    bound: set[str] = set()
     for closed, needed in _closed_ancestors():
         argv += ["--perms", "0755", "--tmpfs", closed]
         made = {closed}
         for path in needed:
-            cur = closed
-            for part in Path(path).relative_to(closed).parts[:-1]:
-                cur = os.path.join(cur, part)
-                if cur not in made:  # bwrap would create missing parents with mode 0700
-                    argv += ["--perms", "0755", "--dir", cur]
-                    made.add(cur)
-            argv += ["--ro-bind", path, path]
-            made.add(path)
+            _bind_back(argv, closed, path, made)
+        bound.update(needed)
+    # The interpreter, the virtual environment or this package may live under a masked dir (a checkout or a
+    # venv in /tmp): bind them back, read-only, into the fresh tmpfs.
+    made = set(_MASKED_DIRS)
+    for path in _needed_paths():
+        top = next((m for m in _MASKED_DIRS if path.startswith(m + "/")), None)
+        if top and path not in bound:
+            _bind_back(argv, top, path, made)
     argv += [
         "--bind", workspace, workspace,
         "--chdir", workspace,

@@ -225,3 +225,30 @@ def test_limits_from_config():
     lim = ex.SandboxLimits.from_config({"wall_s": 3, "memory_mb": 512, "unknown": 1})
     assert lim.wall_s == 3 and lim.memory_mb == 512
     assert lim.with_timeout(2.5).cpu_s == 3 and lim.with_timeout(None) is lim
+
+
+def test_sandbox_runs_when_its_code_lives_under_tmp(tmp_path):
+    """/tmp is a fresh tmpfs inside the sandbox; a checkout (or venv) under /tmp must still be reachable there.
+
+    A copy of this module under pytest's tmp dir (/tmp/pytest-of-<user>/..., mode 0700) supervises the job, so
+    the supervisor script itself lies under a masked, closed directory.
+    """
+    import importlib.util
+    import shutil
+    import sys
+
+    copy = tmp_path / "checkout" / "codegrpo" / "execution.py"
+    copy.parent.mkdir(parents=True)
+    shutil.copy(ex.__file__, copy)
+    spec = importlib.util.spec_from_file_location("execution_under_tmp", copy)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[spec.name]
+        raise
+    assert str(copy.parent) in mod._needed_paths()
+    with mod.Sandbox(mode="server") as sb:
+        res = sb.run_tests("x = 1\n", "def test_x():\n    assert x == 1\n")
+    assert (res.executed, res.passed, res.total) == (True, 1, 1), res
