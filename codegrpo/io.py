@@ -106,6 +106,14 @@ def write_jsonl(dest: str | os.PathLike, rows: Iterable[dict]) -> int:
     return n
 
 
+def log_to(path: str | os.PathLike) -> None:
+    """Send the library's log records to a job's log file (used by every workflow script)."""
+    import logging
+
+    logging.basicConfig(filename=path, filemode="w", level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]

@@ -5,10 +5,10 @@ import logging
 
 from codegrpo.data.headers import PsycheC, validate_headers, write_dataset_outputs
 from codegrpo.io import read_jsonl
+from codegrpo.io import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+log_to(sm.log[0])
 try:
     cfg = sm.params.settings
     enabled = bool(sm.params.enabled)

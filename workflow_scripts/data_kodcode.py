@@ -4,10 +4,10 @@ import logging
 import os
 
 from codegrpo.data.kodcode import prepare_kodcode
+from codegrpo.io import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+log_to(sm.log[0])
 try:
     prepare_kodcode(
         list(sm.input),

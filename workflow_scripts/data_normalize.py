@@ -4,10 +4,10 @@ import logging
 
 from codegrpo.data.normalize import normalize_records
 from codegrpo.io import atomic_group, read_jsonl, write_json, write_jsonl
+from codegrpo.io import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+log_to(sm.log[0])
 try:
     cfg = sm.params.settings
     kept, dropped, summary = normalize_records(

@@ -3,10 +3,10 @@
 import logging
 
 from codegrpo.data.parquet import write_stage_parquets
+from codegrpo.io import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+log_to(sm.log[0])
 try:
     write_stage_parquets(
         list(sm.input),

@@ -3,10 +3,10 @@
 import logging
 
 from codegrpo.verl.dhrcl import run_dhrcl
+from codegrpo.io import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+log_to(sm.log[0])
 try:
     done = run_dhrcl(sm.params.cfg, sm.wildcards.variant, train_files=sm.input.train, val_files=sm.input.val,
                      init_model=sm.params.init_model, run_dir=sm.params.run_dir)

@@ -5,7 +5,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from codegrpo.eval import log_to  # noqa: E402
+from codegrpo.io import log_to  # noqa: E402
 from codegrpo.eval.decompile import run_bringupbench_identifier  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)

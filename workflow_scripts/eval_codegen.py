@@ -6,7 +6,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from codegrpo.eval import log_to  # noqa: E402
+from codegrpo.io import log_to  # noqa: E402
 from codegrpo.eval.codegen import run_model  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 

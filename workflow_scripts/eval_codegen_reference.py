@@ -2,7 +2,7 @@
 
 import logging
 
-from codegrpo.eval import log_to
+from codegrpo.io import log_to
 from codegrpo.eval.codegen import run_reference
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)

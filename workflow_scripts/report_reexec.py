@@ -2,7 +2,7 @@
 
 import logging
 
-from codegrpo.eval import log_to
+from codegrpo.io import log_to
 from codegrpo.plots import plot_reexec
 from codegrpo.tables import load_published, load_results
 

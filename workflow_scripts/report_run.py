@@ -2,7 +2,7 @@
 
 import logging
 
-from codegrpo.eval import log_to
+from codegrpo.io import log_to
 from codegrpo.plots import plot_run
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)

@@ -3,10 +3,10 @@
 import logging
 
 from codegrpo.verl.stages import run_rl_stage
+from codegrpo.io import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+log_to(sm.log[0])
 try:
     done = run_rl_stage(sm.params.cfg, "skin_rl", train_files=sm.params.train, val_files=sm.params.val,
                         init_model=sm.params.init_model, run_dir=sm.params.run_dir, uses_embedding=True)

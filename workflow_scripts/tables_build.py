@@ -3,7 +3,7 @@
 import logging
 import os
 
-from codegrpo.eval import log_to
+from codegrpo.io import log_to
 from codegrpo.tables import build_tables
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)

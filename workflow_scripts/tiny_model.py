@@ -3,10 +3,10 @@
 import logging
 
 from codegrpo.models import build_tiny_model, corpus_from_parquet
+from codegrpo.io import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+log_to(sm.log[0])
 try:
     texts = corpus_from_parquet(list(sm.input))
     tiny = sm.params.tiny

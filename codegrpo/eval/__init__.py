@@ -58,11 +58,3 @@ def provenance(model: str | None, cfg: Any, **extra: Any) -> dict:
         "python": platform.python_version(),
         **extra,
     }
-
-
-def log_to(path: str) -> None:
-    """Send the library's log records to a job's log file (used by the workflow scripts)."""
-    import logging
-
-    logging.basicConfig(filename=path, filemode="w", level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
