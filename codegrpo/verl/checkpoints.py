@@ -39,6 +39,13 @@ def latest_step(ckpt_dir: str | os.PathLike) -> int | None:
     return max(steps) if steps else None
 
 
+def latest_actor(ckpt_dir: str | os.PathLike) -> tuple[int, Path] | None:
+    """(step, actor folder) of the latest GRPO checkpoint, or None when there is no actor checkpoint."""
+    step = latest_step(ckpt_dir)
+    actor = Path(ckpt_dir) / f"global_step_{step}" / "actor" if step is not None else None
+    return (step, actor) if actor is not None and actor.is_dir() else None
+
+
 def merge_fsdp_actor(actor_dir: str | os.PathLike, target_dir: str | os.PathLike) -> None:
     """Merge a sharded FSDP actor checkpoint into a Hugging Face folder with verl's own model merger."""
     from verl.model_merger.base_model_merger import ModelMergerConfig

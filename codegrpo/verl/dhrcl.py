@@ -377,10 +377,10 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
     if rc != 0:
         raise RuntimeError(f"{run}: trainer exited with status {rc}; see {train_log}")
     ckpt_dir = run_dir / "checkpoints"
-    step = checkpoints.latest_step(ckpt_dir)
-    actor = ckpt_dir / f"global_step_{step}" / "actor" if step is not None else None
-    if actor is None or not actor.is_dir():
+    latest = checkpoints.latest_actor(ckpt_dir)
+    if latest is None:
         raise RuntimeError(f"{run}: training ended without a checkpoint in {ckpt_dir}")
+    step, actor = latest
     export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
     state = run_dir / STATE_FILE
     transitions = json.loads(state.read_text())["transitions"] if state.is_file() else []

@@ -170,10 +170,10 @@ def run_grpo(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_
     launch.env.update(env or {})
     _run_launch(launch, run_dir)
     ckpt_dir = run_dir / "checkpoints"
-    step = checkpoints.latest_step(ckpt_dir)
-    actor = ckpt_dir / f"global_step_{step}" / "actor" if step is not None else None
-    if actor is None or not actor.is_dir():
+    latest = checkpoints.latest_actor(ckpt_dir)
+    if latest is None:
         raise TrainingError(f"{stage}: training ended without a checkpoint in {ckpt_dir}")
+    step, actor = latest
     export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
     return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(actor)}, t0)
 
