@@ -17,7 +17,7 @@ rule eval_decompile_baseline:
     wildcard_constraints:
         baseline=eval_alternatives(EVAL_DEC["baselines"]),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: EVAL["workers"]
     resources:
         **eval_cpu_resources(),
@@ -50,7 +50,7 @@ rule eval_decompile_system:
     wildcard_constraints:
         system=eval_alternatives(list(EVAL_SYSTEMS)),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: EVAL["workers"]
     resources:
         **stage_resources("evaluate"),
@@ -81,7 +81,7 @@ rule eval_bringupbench:
     log:
         logpath("eval_bringupbench", "identifier.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **eval_cpu_resources(),
@@ -102,7 +102,7 @@ rule eval_codegen_reference:
     wildcard_constraints:
         benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: EVAL["workers"]
     resources:
         **eval_cpu_resources(),
@@ -125,7 +125,7 @@ rule eval_codegen:
         run=eval_alternatives(EVAL_GEN_RUNS),
         benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: EVAL["workers"]
     resources:
         **stage_resources("evaluate"),

@@ -12,7 +12,7 @@ rule skin_rl_train:
     log:
         logpath("skin_rl_train", "skin_rl.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: 2
     resources:
         **stage_resources("skin_rl"),
