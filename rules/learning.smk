@@ -13,7 +13,7 @@ rule learning_toy_data:
     log:
         logpath("learning", "toy_data.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("learning_check"),
@@ -37,7 +37,7 @@ rule learning_direction:
     wildcard_constraints:
         check="[a-z_]+",
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: 2
     resources:
         **stage_resources("learning_check"),
@@ -56,7 +56,7 @@ rule learning_curriculum:
     log:
         logpath("learning", "curriculum.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: 2
     resources:
         **stage_resources("learning_check"),
@@ -88,7 +88,7 @@ rule learning_report:
     log:
         logpath("learning", "report.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("tables"),

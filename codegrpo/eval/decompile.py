@@ -418,18 +418,34 @@ def skin_prompt(ir: str) -> str:
     return SKIN_PROMPT.format(code=ir.strip())
 
 
+def _run_phase(gen, prompts: list[str], desc: str) -> list[list[str]]:
+    """Generate with ``gen``; when ``gen`` is a factory, build the generator and close it afterwards."""
+    if hasattr(gen, "generate"):
+        return gen.generate(prompts, desc=desc)
+    built = gen()
+    try:
+        return built.generate(prompts, desc=desc)
+    finally:
+        close = getattr(built, "close", None)
+        if close is not None:
+            close()
+
+
 def two_phase(tasks: Sequence[DecompileTask], skeleton_gen, skin_gen=None,
               normalizer: Callable[[str], str] | None = None) -> dict[str, dict]:
     """Run phase 1 (and phase 2 when ``skin_gen`` is given) on every task.
 
+    ``skeleton_gen`` / ``skin_gen`` are generators, or zero-argument callables that build one. A generator built
+    here is closed after its phase, before the next one is built: all skeleton outputs first, then the skin
+    model, never two engines on the GPU at once.
     Returns task key -> {"input", "ir", "output"}; ``output`` is the final C (the IR when there is no skin model).
     """
     normalizer = normalizer or make_normalizer()
     inputs = [normalizer(t.pseudo) for t in tasks]
-    ir_raw = skeleton_gen.generate([skeleton_prompt(x) for x in inputs], desc="skeleton")
+    ir_raw = _run_phase(skeleton_gen, [skeleton_prompt(x) for x in inputs], "skeleton")
     irs = [restore_function_name(samples[0], t.func_name) for samples, t in zip(ir_raw, tasks)]
     if skin_gen is not None:
-        src_raw = skin_gen.generate([skin_prompt(ir) for ir in irs], desc="skin")
+        src_raw = _run_phase(skin_gen, [skin_prompt(ir) for ir in irs], "skin")
         outs = [restore_function_name(samples[0], t.func_name) for samples, t in zip(src_raw, tasks)]
     else:
         outs = irs
@@ -567,9 +583,16 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
     t0 = time.time()
     tasks = load_eval_set(data_path, levels, tasks_per_level, cache_dir)
     ida_inputs = bool(tasks) and bool(tasks[0].decompiled)
-    skeleton = make_generator(skeleton_dir, settings, backend)
-    skin = make_generator(skin_dir, settings, backend) if skin_dir else None
-    gen = two_phase(tasks, skeleton, skin, make_normalizer(normalizer_style))
+    backends: list[str] = []
+
+    def build(model_dir):
+        g = make_generator(model_dir, settings, backend)
+        backends.append(g.backend)
+        return g
+
+    # one generator (one vLLM engine) alive at a time: the skeleton's is closed before the skin's is built
+    gen = two_phase(tasks, lambda: build(skeleton_dir), (lambda: build(skin_dir)) if skin_dir else None,
+                    make_normalizer(normalizer_style))
     outputs = {k: v["output"] for k, v in gen.items()}
     res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
                           desc=f"re-exec {name} {benchmark}", protocol=protocol)
@@ -585,7 +608,7 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
                        "IDA-normalised pseudo-code, not in this evaluation file)"),
         "data": str(data_path),
         "models": {"skeleton": str(skeleton_dir), "skin": str(skin_dir) if skin_dir else None},
-        "backend": skeleton.backend,
+        "backend": backends[0],
         "provenance": provenance(f"{skeleton_dir}" + (f" + {skin_dir}" if skin_dir else ""), dict(cfg or {}),
                                  gcc=_gcc(), training_runs=training_runs(skeleton_dir, skin_dir)),
         **res,
