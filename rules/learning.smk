@@ -20,7 +20,7 @@ rule learning_toy_data:
     params:
         toy=LC["toy"],
         seed=config["seed"],
-        out_dir=res("learning", "toy", "data"),
+        out_dir=lambda w, output: os.path.dirname(output.train),
     script:
         "../workflow_scripts/learning_toy_data.py"
 
@@ -62,7 +62,7 @@ rule learning_curriculum:
         **stage_resources("learning_check"),
     params:
         cfg=training_cfg("sft", "dhrcl", "sandbox", "learning_check", "data"),
-        out_dir=res("learning", "curriculum"),
+        out_dir=lambda w, output: os.path.dirname(output.verdict),
     script:
         "../workflow_scripts/learning_curriculum.py"
 
