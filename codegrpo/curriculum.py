@@ -26,6 +26,9 @@ from typing import Any, Mapping
 NUM_STAGES = 3
 STAGE_NAMES = {1: "syntax", 2: "execution", 3: "pass_structure"}
 DEFAULT_STAGE_METRICS = {1: "r_syntax", 2: "r_exec", 3: "r_pass"}
+# why a stage ended: the trend rule (saturation: the metric reached ``saturation``; plateau: its slope stayed under
+# ``epsilon``), the stage's step cap, or the fixed schedule of the ablation
+TRANSITION_KINDS = ("saturation", "plateau", "max_steps", "forced_schedule")
 
 
 @dataclass
@@ -130,7 +133,7 @@ class CurriculumController:
         if cfg.forced_schedule is not None:
             if in_stage >= int(cfg.forced_schedule[self.stage - 1]):
                 return self._advance(step, f"forced schedule: {in_stage} >= {cfg.forced_schedule[self.stage - 1]} "
-                                           f"steps in stage {self.stage}", entry)
+                                           f"steps in stage {self.stage}", entry, "forced_schedule")
             return Decision(self.stage, False, "forced schedule", entry)
 
         if value is None:
@@ -153,18 +156,25 @@ class CurriculumController:
             reason = ("plateau: " + " and ".join(why)) if plateau else f"rising: slope {slope:.5f}"
             if self.plateau_count >= cfg.patience and in_stage >= cfg.min_steps_per_stage:
                 return self._advance(step, f"{reason}; {self.plateau_count} consecutive plateau checks "
-                                           f">= patience {cfg.patience}; {in_stage} steps in stage", entry)
+                                           f">= patience {cfg.patience}; {in_stage} steps in stage", entry,
+                                     "saturation" if saturated else "plateau")
         max_steps = cfg.max_steps_for(self.stage)
         if max_steps is not None and in_stage >= max_steps:
-            return self._advance(step, f"max steps: {in_stage} >= {max_steps} steps in stage {self.stage}", entry)
+            return self._advance(step, f"max steps: {in_stage} >= {max_steps} steps in stage {self.stage}", entry,
+                                 "max_steps")
         return Decision(self.stage, False, reason, entry)
 
-    def _advance(self, step: int, reason: str, entry: dict) -> Decision:
-        old = self.stage
+    def _advance(self, step: int, reason: str, entry: dict, kind: str) -> Decision:
+        """Move to the next stage; the transition records why: ``kind`` (one of :data:`TRANSITION_KINDS`), the
+        readable ``reason``, and the trend check behind it (metric, value, slope over ``window`` evaluations)."""
+        old, started = self.stage, self.stage_start_step
         self.stage += 1
         self.stage_start_step = step
         self.plateau_count = 0
-        self.transitions.append({"step": step, "from": old, "to": self.stage, "reason": reason})
+        self.transitions.append({"step": step, "from": old, "to": self.stage, "kind": kind, "reason": reason,
+                                 "metric": entry.get("metric"), "value": entry.get("value"),
+                                 "slope": entry.get("slope"), "window": self.config.window,
+                                 "steps_in_stage": step - started})
         entry["advanced_to"] = self.stage
         return Decision(self.stage, True, reason, entry)
 

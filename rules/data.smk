@@ -38,7 +38,7 @@ rule data_ingest:
     wildcard_constraints:
         dataset=DATASET_RE,
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("data"),
@@ -64,7 +64,7 @@ rule data_normalize:
     wildcard_constraints:
         dataset=DATASET_RE,
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("data"),
@@ -89,7 +89,7 @@ rule data_headers:
     wildcard_constraints:
         dataset=DATASET_RE,
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 4
     resources:
         **stage_resources("data"),
@@ -115,7 +115,7 @@ rule data_parquet:
         role="rl|sft",
         stage="skeleton|skin",
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("data"),
@@ -139,7 +139,7 @@ rule data_kodcode:
     log:
         logpath("data_kodcode", "kodcode.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("data"),

@@ -22,7 +22,7 @@ rule dhrcl_train:
     wildcard_constraints:
         variant="[A-Za-z0-9_]+",
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: 2
     resources:
         **stage_resources("dhrcl"),

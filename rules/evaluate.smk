@@ -17,7 +17,7 @@ rule eval_decompile_baseline:
     wildcard_constraints:
         baseline=eval_alternatives(EVAL_DEC["baselines"]),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: EVAL["workers"]
     resources:
         **eval_cpu_resources(),
@@ -50,7 +50,7 @@ rule eval_decompile_system:
     wildcard_constraints:
         system=eval_alternatives(list(EVAL_SYSTEMS)),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: EVAL["workers"]
     resources:
         **stage_resources("evaluate"),
@@ -66,6 +66,7 @@ rule eval_decompile_system:
         use_chat_template=EVAL["use_chat_template"],
         batch_size=EVAL["batch_size"],
         max_prompt_tokens=EVAL["max_prompt_tokens"],
+        vllm=EVAL["vllm"],
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
         seed=config["seed"],
@@ -81,7 +82,7 @@ rule eval_bringupbench:
     log:
         logpath("eval_bringupbench", "identifier.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **eval_cpu_resources(),
@@ -102,7 +103,7 @@ rule eval_codegen_reference:
     wildcard_constraints:
         benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: EVAL["workers"]
     resources:
         **eval_cpu_resources(),
@@ -125,7 +126,7 @@ rule eval_codegen:
         run=eval_alternatives(EVAL_GEN_RUNS),
         benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: EVAL["workers"]
     resources:
         **stage_resources("evaluate"),
@@ -140,6 +141,7 @@ rule eval_codegen:
         use_chat_template=EVAL["use_chat_template"],
         batch_size=EVAL["batch_size"],
         max_prompt_tokens=EVAL["max_prompt_tokens"],
+        vllm=EVAL["vllm"],
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
         seed=config["seed"],

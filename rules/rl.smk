@@ -36,7 +36,7 @@ rule skeleton_rl_train:
     log:
         logpath("rl_train", "skeleton_rl.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: 2
     resources:
         **stage_resources("skeleton_rl"),

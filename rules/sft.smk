@@ -17,7 +17,7 @@ rule tiny_model:
     log:
         logpath("tiny_model", "tiny_model.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: 1
     resources:
         **stage_resources("sft"),
@@ -39,7 +39,7 @@ rule sft_train:
     wildcard_constraints:
         which="skeleton|skin",
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/train.yaml"
     threads: 2
     resources:
         **stage_resources("sft"),

@@ -26,7 +26,7 @@ rule tables_build:
     log:
         logpath("tables_build", "tables.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("tables"),
@@ -49,7 +49,7 @@ rule report_reexec:
     log:
         logpath("report_reexec", "reexec.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("tables"),
@@ -69,7 +69,7 @@ rule report_codegen:
     log:
         logpath("report_codegen", "codegen.log"),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("tables"),
@@ -92,7 +92,7 @@ rule report_run:
     wildcard_constraints:
         run=eval_alternatives(REPORT_RUNS),
     conda:
-        "../envs/codegrpo.yaml"
+        "../envs/data.yaml"
     threads: 1
     resources:
         **stage_resources("tables"),

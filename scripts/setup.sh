@@ -26,8 +26,18 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.codegrpo-setup
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  # CPU torch first (a plain `torch` requirement would pull a multi-GB CUDA build).
-  .venv/bin/pip install -q "torch==2.13.0"
+  # CPU torch first: a plain `torch` requirement from PyPI pulls the CUDA build (several GB of nvidia-* wheels).
+  # Prefer the PyTorch CPU wheel index (~200 MB wheel) when it answers; else plain pip (PyPI, or whatever
+  # index / local wheels this machine's pip is configured with).
+  TORCH_CPU_INDEX="${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
+  if .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=10)' \
+      "$TORCH_CPU_INDEX" >/dev/null 2>&1; then
+    echo "[setup] torch from the CPU wheel index $TORCH_CPU_INDEX"
+    .venv/bin/pip install -q --index-url "$TORCH_CPU_INDEX" "torch==2.13.0"
+  else
+    echo "[setup] $TORCH_CPU_INDEX not reachable: torch from the configured index"
+    .venv/bin/pip install -q "torch==2.13.0"
+  fi
   .venv/bin/pip install -q -e ".[dev]"
   touch "$stamp"
 fi

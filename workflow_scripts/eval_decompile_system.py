@@ -22,6 +22,9 @@ try:
         max_prompt_tokens=p.max_prompt_tokens,
         use_chat_template=p.use_chat_template,
         seed=p.seed,
+        gpu_memory_utilization=p.vllm["gpu_memory_utilization"],
+        max_model_len=p.vllm["max_model_len"],
+        tensor_parallel_size=p.vllm["tensor_parallel_size"],
     )
     system = p.system
     run_system(

@@ -222,6 +222,25 @@ def iter_records(path: Path, max_line_bytes: int) -> Iterator[tuple[int, object,
         yield line, obj, raw
 
 
+def rl_row(rec: dict, index: int, split: str) -> dict:
+    """The verl RL row of a parsed KodCode record (:func:`parse_kodcode_record`)."""
+    return {
+        "data_source": DATA_SOURCE,
+        "prompt": [{"role": "user", "content": rec["prompt"]}],
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": rec["test_code"]},
+        "extra_info": {
+            "index": index,
+            "split": split,
+            "question_id": rec["question_id"],
+            "reference_solution": rec["solution"],
+            "test_code": rec["test_code"],
+            "entry_points": rec["entry_points"],
+            "tests_import_solution": rec["tests_import_solution"],
+        },
+    }
+
+
 def prepare_kodcode(
     paths: list[str],
     *,
@@ -277,23 +296,7 @@ def prepare_kodcode(
     rows: dict[str, list[dict]] = {s: [] for s in SLICES}
     for index, rec in enumerate(records):
         split = slices[rec["question_id"]]
-        rows[split].append(
-            {
-                "data_source": DATA_SOURCE,
-                "prompt": [{"role": "user", "content": rec["prompt"]}],
-                "ability": ABILITY,
-                "reward_model": {"style": "rule", "ground_truth": rec["test_code"]},
-                "extra_info": {
-                    "index": index,
-                    "split": split,
-                    "question_id": rec["question_id"],
-                    "reference_solution": rec["solution"],
-                    "test_code": rec["test_code"],
-                    "entry_points": rec["entry_points"],
-                    "tests_import_solution": rec["tests_import_solution"],
-                },
-            }
-        )
+        rows[split].append(rl_row(rec, index, split))
     out_dir = Path(out_dir)
     schema = rl_schema("kodcode")
     with atomic_group():  # the slices, rejects and summary appear together or not at all

@@ -319,7 +319,10 @@ def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: 
     problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit)
     ks = [k for k in ks if k <= settings.n] or [1]
     gen = make_generator(model_dir, settings, backend)
-    samples = generate_samples(gen, problems)
+    try:
+        samples = generate_samples(gen, problems)
+    finally:
+        gen.close()  # the engine's GPU memory is free before scoring (and for a next model in this process)
     res = evaluate_samples(benchmark, problems, samples, ks=ks, workers=workers, timeout=timeout,
                            sandbox_limits=sandbox_limits)
     by_key = {(p.problem_id, j): c for p in problems for j, c in enumerate(samples[p.problem_id])}

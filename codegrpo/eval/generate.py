@@ -7,6 +7,7 @@ vLLM is imported only when it is used: it is not installed on CPU machines.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ class GenerationSettings:
     max_prompt_tokens: int = 2048
     use_chat_template: bool = False  # wrap the prompt as one user message with the tokenizer's template
     seed: int = 0
+    # vLLM engine (config: evaluate.vllm)
+    gpu_memory_utilization: float = 0.85
+    max_model_len: int | None = None  # None: max_prompt_tokens + max_new_tokens
+    tensor_parallel_size: int = 1
 
 
 def _check_model_dir(model_dir: str | Path) -> Path:
@@ -113,32 +118,68 @@ class HFGenerator:
         log.info("%s: %d prompts x %d samples in %.1f s (transformers, %s)", desc, len(texts), s.n, time.time() - t0, self.device)
         return out
 
+    def close(self) -> None:
+        """Drop the model and return its memory (GPU cache included)."""
+        if getattr(self, "model", None) is None:
+            return
+        self.model = None
+        gc.collect()
+        if self.device != "cpu":
+            self._torch.cuda.empty_cache()
+
 
 class VLLMGenerator:
-    """Generation with vLLM (GPU). Raw prompts, ``stop`` at the tokenizer's EOS, like the reference."""
+    """Generation with vLLM (GPU). Raw prompts, ``stop`` at the tokenizer's EOS, like the reference.
+
+    Engine sizes come from the settings (config ``evaluate.vllm``). Prompts are tokenized and cut to
+    ``max_prompt_tokens`` from the left exactly as the transformers backend does, and passed as token ids (vLLM
+    itself rejects a prompt longer than ``max_model_len``). ``close()`` shuts the engine down and frees its GPU
+    memory; build the next engine only after that (one engine per GPU at a time).
+    """
 
     backend = "vllm"
 
-    def __init__(self, model_dir: str | Path, settings: GenerationSettings, gpu_memory_utilization: float = 0.8,
-                 max_model_len: int = 32768, tensor_parallel_size: int = 1):
+    def __init__(self, model_dir: str | Path, settings: GenerationSettings):
         try:
             from vllm import LLM  # noqa: PLC0415 - optional GPU dependency
-        except ImportError as exc:  # pragma: no cover - depends on the machine
-            raise RuntimeError("backend 'vllm' needs the vllm package (pip install codegrpo[gpu])") from exc
+        except ImportError as exc:
+            raise RuntimeError("backend 'vllm' needs the vllm package: run in the training environment "
+                               "(envs/train.yaml, docs/environments.md)") from exc
         self.model_dir = _check_model_dir(model_dir)
         self.settings = settings
-        self.llm = LLM(
+        s = settings
+        max_model_len = s.max_model_len or (s.max_prompt_tokens + s.max_new_tokens)
+        if s.max_prompt_tokens + s.max_new_tokens > max_model_len:
+            raise ValueError(f"evaluate.vllm.max_model_len={max_model_len} is below evaluate.max_prompt_tokens "
+                             f"({s.max_prompt_tokens}) + max_new_tokens ({s.max_new_tokens})")
+        self.engine_args = dict(
             model=str(self.model_dir),
-            gpu_memory_utilization=gpu_memory_utilization,
+            gpu_memory_utilization=s.gpu_memory_utilization,
             max_model_len=max_model_len,
-            tensor_parallel_size=tensor_parallel_size,
-            seed=settings.seed,
+            tensor_parallel_size=s.tensor_parallel_size,
+            seed=s.seed,
         )
+        self.llm = LLM(**self.engine_args)
         self.tokenizer = self.llm.get_tokenizer()
 
-    def generate(self, prompts: Sequence[str], desc: str = "generate") -> list[list[str]]:  # pragma: no cover - GPU
+    def prompt_token_ids(self, prompts: Sequence[str], desc: str = "generate") -> list[list[int]]:
+        s = self.settings
+        texts = [apply_template(self.tokenizer, p, s.use_chat_template) for p in prompts]
+        if not texts:
+            return []
+        too_long = sum(len(x) > s.max_prompt_tokens for x in self.tokenizer(texts)["input_ids"])
+        if too_long:
+            log.warning("%s: %d of %d prompts exceed %d tokens and lose their beginning", desc, too_long, len(texts),
+                        s.max_prompt_tokens)
+        # the transformers backend's cut: the tokenizer truncates from the left, special tokens kept
+        self.tokenizer.truncation_side = "left"
+        return [list(x) for x in self.tokenizer(texts, truncation=True, max_length=s.max_prompt_tokens)["input_ids"]]
+
+    def generate(self, prompts: Sequence[str], desc: str = "generate") -> list[list[str]]:
         from vllm import SamplingParams
 
+        if self.llm is None:
+            raise RuntimeError(f"{self.model_dir}: the vLLM engine was closed")
         s = self.settings
         params = SamplingParams(
             n=s.n,
@@ -148,11 +189,34 @@ class VLLMGenerator:
             stop=[self.tokenizer.eos_token] if self.tokenizer.eos_token else None,
             seed=s.seed,
         )
-        texts = [apply_template(self.tokenizer, p, s.use_chat_template) for p in prompts]
+        ids = self.prompt_token_ids(prompts, desc)
         t0 = time.time()
-        results = self.llm.generate(texts, params, use_tqdm=True)
-        log.info("%s: %d prompts x %d samples in %.1f s (vllm)", desc, len(texts), s.n, time.time() - t0)
+        results = self.llm.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=True)
+        log.info("%s: %d prompts x %d samples in %.1f s (vllm)", desc, len(ids), s.n, time.time() - t0)
         return [[o.text for o in r.outputs] for r in results]
+
+    def close(self) -> None:
+        """Shut the engine down and release its GPU memory (vLLM 0.8.5: drop the engine, tear down the
+        model-parallel groups, collect, empty the CUDA cache)."""
+        if getattr(self, "llm", None) is None:
+            return
+        self.llm = None
+        try:
+            from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+            destroy_model_parallel()
+            destroy_distributed_environment()
+        except ImportError:  # pragma: no cover - layout of another vLLM version
+            log.warning("vllm.distributed.parallel_state not found: engine dropped without tearing down its groups")
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:  # pragma: no cover
+            pass
+        log.info("%s: vLLM engine closed", self.model_dir)
 
 
 def vllm_available() -> bool:

@@ -58,7 +58,7 @@ def forward_env(environ=None) -> dict[str, str]:
 
 # Modules that register built-in scorers; imported lazily on the first lookup. A module that does not exist
 # (yet) is skipped; one that exists but fails to import raises.
-BUILTIN_MODULES: tuple[str, ...] = ("codegrpo.rewards.sk2d", "codegrpo.rewards.dhrcl")
+BUILTIN_MODULES: tuple[str, ...] = ("codegrpo.rewards.sk2d", "codegrpo.rewards.dhrcl", "codegrpo.rewards.toy")
 
 
 class RewardError(RuntimeError):

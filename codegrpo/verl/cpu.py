@@ -13,10 +13,12 @@ files, and ONLY when the pipeline runs with ``device: cpu`` (the GPU path never 
 5. ``BaseShardingManager`` (used by the HF rollout) lacks the ``timing`` attribute the worker reads.
    FSDP2 offloads the reference model with a pinned-memory policy, which needs an accelerator: CPU mode
    builds that policy without pinning.
-6. Config: FSDP2 (FSDP1 wants parameters on GPU), the HF rollout (no vLLM on CPU), tensor parallel 1, no
+6. The HF rollout hands the prompt's ``position_ids`` to ``generate``, which then gives every response token the
+   last prompt position (transformers 4.53): CPU mode lets ``generate`` derive and advance the positions.
+7. Config: FSDP2 (FSDP1 wants parameters on GPU), the HF rollout (no vLLM on CPU), tensor parallel 1, no
    remove-padding (flash-attn kernels) (:func:`grpo_overrides`, :func:`sft_overrides`).
 
-:func:`setup` applies 2–5 in the current process; it is the Ray ``worker_process_setup_hook`` of every worker
+:func:`setup` applies 2–6 in the current process; it is the Ray ``worker_process_setup_hook`` of every worker
 (:data:`WORKER_SETUP_HOOK`) and is called first by the SFT entry point in each torchrun process.
 """
 
@@ -140,6 +142,28 @@ def setup() -> None:
 
         cpu_offload_policy._codegrpo_cpu = True
         fsdp_workers.CPUOffloadPolicy = cpu_offload_policy
+
+    # The HF rollout passes the prompt's position_ids to `generate`; transformers >= 4.4x then slices the LAST
+    # prompt position for every new token (it only derives positions itself when none are given), so every
+    # response token of a CPU rollout sat at one position: coherent text could not be sampled. Positions are
+    # left to `generate`, which derives the same prompt positions from the left-padded attention mask and
+    # advances them per token.
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    if not getattr(HFRollout, "_codegrpo_cpu", False):
+        rollout_init = HFRollout.__init__
+
+        def hf_rollout_init(self, module, config):
+            rollout_init(self, module, config)
+            generate = module.generate
+
+            def generate_without_prompt_positions(*args, position_ids=None, **kwargs):
+                return generate(*args, **kwargs)
+
+            module.generate = generate_without_prompt_positions
+
+        HFRollout.__init__ = hf_rollout_init
+        HFRollout._codegrpo_cpu = True
 
     os.environ[ENV_FLAG] = "1"
     _applied = True

@@ -87,6 +87,17 @@ def loss_mode(token_weights: str) -> str:
     return f"dhrcl_{token_weights}"
 
 
+def token_weight_mode(variant_def: Mapping[str, Any], stage: int) -> str:
+    """The token weighting a run applies in ``stage``: the stage's mode when it follows the curriculum
+    (1 confidence, 2 uniform, 3 uncertainty), else the variant's fixed mode (``none``: plain GRPO)."""
+    from codegrpo.credit import mode_for_stage
+
+    tw = variant_def["token_weights"]
+    if tw != "stage":
+        return tw
+    return mode_for_stage(stage) if stage in (1, 2, 3) else "none"
+
+
 def curriculum_config(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], total_steps: int) -> CurriculumConfig:
     c = dict(dcfg.get("curriculum") or {})
     fixed_fraction = c.pop("fixed_schedule_fraction", [0.3, 0.3])
@@ -232,6 +243,11 @@ def on_validate(trainer, metrics: dict) -> dict:
     out = dict(metrics)
     if st.variant["curriculum"] != "none":
         decision = st.controller.observe(step, comps)
+        decision.check["token_weights"] = token_weight_mode(st.variant, decision.check["stage"])
+        if decision.advanced:
+            st.controller.transitions[-1]["token_weights"] = {
+                "from": token_weight_mode(st.variant, decision.stage - 1),
+                "to": token_weight_mode(st.variant, decision.stage)}
         st.controller.save(st.run_dir / STATE_FILE)
         publish_stage(decision.stage)
         check = decision.check

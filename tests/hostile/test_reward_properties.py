@@ -8,6 +8,7 @@ Ranges (docs/rewards.md, docs/dhrcl.md):
 * ``sk2decompile_structure_sim``: {0} ∪ (0.5, 2]
 * ``sk2decompile_identifier`` (local MiniLM backend): [0, 1]
 * ``kodcode`` (DHRCL, stage formulas): [0, 4], every component in [0, 1]
+* ``toy_target_chars`` (learning checks only): [0, 1]
 
 The structure rewards run the real gcc engine, the identifier reward the real packaged MiniLM, kodcode the
 real sandbox; example counts are kept small (each example is a whole batch).
@@ -27,8 +28,8 @@ from codegrpo.rewards.compile import CompileEngine
 
 pytestmark = pytest.mark.hostile
 
-STRUCTURE, STRUCTURE_SIM, IDENTIFIER, KODCODE = (
-    "sk2decompile_structure", "sk2decompile_structure_sim", "sk2decompile_identifier", "kodcode")
+STRUCTURE, STRUCTURE_SIM, IDENTIFIER, KODCODE, TOY = (
+    "sk2decompile_structure", "sk2decompile_structure_sim", "sk2decompile_identifier", "kodcode", "toy_target_chars")
 
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.function_scoped_fixture])
@@ -109,7 +110,7 @@ def engine(tmp_path_factory):
 def test_every_builtin_key_is_covered():
     keys = set(registered())
     assert {STRUCTURE, STRUCTURE_SIM, IDENTIFIER, "llm4decompile_exe"} <= keys
-    assert keys <= {STRUCTURE, STRUCTURE_SIM, IDENTIFIER, "llm4decompile_exe", KODCODE}, (
+    assert keys <= {STRUCTURE, STRUCTURE_SIM, IDENTIFIER, "llm4decompile_exe", KODCODE, TOY}, (
         "a new data_source was registered: add its range to this suite")
 
 
@@ -275,3 +276,17 @@ def test_kodcode_reward_non_str_scores_zero(bad, kodcode_row, kodcode_sandbox):
     out = compute_score_batch([KODCODE] * 2, [bad, good], [gt] * 2, [extra] * 2, sandbox=kodcode_sandbox)
     _check_kodcode(out[0])
     assert out[0]["score"] == 0.0 and out[1]["r_pass"] == 1.0
+
+
+# ----------------------------------------------------------------------------------------------- toy
+@settings(max_examples=60, **SETTINGS)
+@given(st.lists(st.tuples(solution, st.one_of(any_text, non_str)), min_size=1, max_size=6))
+def test_toy_reward_in_range_on_random_batches(batch):
+    sols, gts = zip(*batch)
+    out = compute_score_batch([TOY] * len(sols), sols, gts, None)
+    assert len(out) == len(sols)
+    for r in out:
+        assert set(r) == {"score", "target_share", "length"}, r
+        for v in r.values():
+            assert isinstance(v, float) and math.isfinite(v), r
+        assert 0.0 <= r["score"] <= 1.0 and r["score"] == r["target_share"], r
