@@ -21,8 +21,7 @@ rule all:
 
 include: "rules/data.smk"
 include: "rules/sft.smk"
-include: "rules/skeleton_rl.smk"
-include: "rules/skin_rl.smk"
+include: "rules/rl.smk"
 include: "rules/dhrcl.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"

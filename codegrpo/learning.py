@@ -147,7 +147,8 @@ def run_direction_check(cfg: Mapping[str, Any], check: str, *, train_files, val_
     overrides = loss_overrides(check, (cfg.get("dhrcl") or {}).get("token_weights"))
     if cfg["device"] == "cpu":
         overrides.append("+data.dataloader_num_workers=0")
-    run_grpo(dcfg, "skeleton_rl", train_files=train_files, val_files=val_files, init_model=init_model,
+    run_grpo(dcfg, dcfg["skeleton_rl"], f"learning-{check}", train_files=train_files, val_files=val_files,
+             init_model=init_model,
              run_dir=run_dir, extra_overrides=overrides)
     verdict = judge(reward_curve(run_dir / "metrics.jsonl"), expect="down" if check == CONTROL else "up",
                     k=int(lc["k"]), margin=float(lc["margin"]))

@@ -1,6 +1,6 @@
 # Stage: dhrcl. GRPO on KodCode with DHRCL's dense hierarchical rewards, trend-based curriculum and token credit
 # redistribution, plus its baselines and ablations (docs/dhrcl.md). Each configured variant is the run
-# results/runs/dhrcl-<variant>/{config.json, dhrcl.json, curriculum.json, checkpoints/, train.log, metrics.jsonl,
+# results/runs/dhrcl-<variant>/{settings.json, config.json, curriculum.json, checkpoints/, train.log, metrics.jsonl,
 # hf/, done.json}; done.json is written last. A killed run resumes from its newest checkpoint (and the
 # curriculum state saved next to it) when rerun.
 DHRCL_CFG = config["dhrcl"]

@@ -1,5 +1,5 @@
 # Helpers of the training stages (sft, skeleton_rl, skin_rl): config slices, model paths, run outputs.
-# Included by rules/sft.smk (which the Snakefile includes before skeleton_rl.smk and skin_rl.smk).
+# Included by rules/sft.smk (which the Snakefile includes before rl.smk).
 
 
 def training_cfg(*sections):

@@ -141,9 +141,9 @@ def test_tiny_model_sampling_end_to_end(kodcode_heldout, tmp_path, repo_root):
 
 @pytest.mark.parametrize("variant, setting", [("full", "reconstructed"), ("no_ast", "ablation (reconstructed)"),
                                               ("pass_rate", "baseline (same trainer)")])
-def test_describe_run_reads_dhrcl_json(tmp_path, variant, setting):
+def test_describe_run_reads_run_settings(tmp_path, variant, setting):
     run = tmp_path / f"dhrcl-{variant}"
     (run / "hf").mkdir(parents=True)
-    (run / "dhrcl.json").write_text(json.dumps({"variant": variant}))
+    (run / "settings.json").write_text(json.dumps({"settings": {"extra": {"variant": variant}}}))
     assert c.describe_run(run / "hf") == (variant, setting)
     assert c.describe_run(tmp_path / "elsewhere" / "hf") == (None, "reconstructed")

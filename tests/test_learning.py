@@ -125,7 +125,7 @@ def test_direction_launch_composes_with_verl():
 
     cfg = learning.direction_config(load_config(REPO / "config.yaml"))
     for check in learning.CHECKS:
-        launch = grpo_launch(cfg, "skeleton_rl", train_files="t.parquet", val_files="v.parquet", model_path="m",
+        launch = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files="t.parquet", val_files="v.parquet", model_path="m",
                              run_dir="/tmp/x", extra_overrides=learning.loss_overrides(check))
         composed = launch.validate()
         assert composed.actor_rollout_ref.actor.policy_loss.loss_mode == learning.loss_overrides(check)[0].split("=")[1]

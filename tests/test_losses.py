@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+
+from codegrpo.verl.stages import SETTINGS_ENV
 import torch
 from omegaconf import OmegaConf
 
@@ -146,8 +148,10 @@ def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     assert list(hc.codegrpo.validate_callbacks) == ["codegrpo.verl.dhrcl:on_validate"]
     assert (hc.actor_rollout_ref.model.get("external_lib") == "codegrpo.verl.losses") == (loss != "vanilla")
     assert hc.data.dataloader_num_workers == 0  # CPU mode: no DataLoader worker processes (they outlive the run)
-    settings = json.loads((tmp_path / f"dhrcl-{variant}" / "dhrcl.json").read_text())
-    assert launch.env[vd.SETTINGS_ENV].endswith("dhrcl.json") and settings["variant"] == variant
+    settings = json.loads((tmp_path / f"dhrcl-{variant}" / "settings.json").read_text())["settings"]
+    assert launch.env[SETTINGS_ENV].endswith("settings.json") and settings["extra"]["variant"] == variant
+    assert hc.actor_rollout_ref.actor.kl_loss_coef == cfg["dhrcl"]["training"]["kl_coef"]
+    assert vd.load_settings(launch.env[SETTINGS_ENV])["variant"] == variant
     assert json.loads(launch.env["CODEGRPO_SANDBOX_LIMITS"])["wall_s"] == cfg["sandbox"]["wall_s"]
 
 
@@ -163,8 +167,8 @@ def test_on_validate_drives_stage_actor_and_resumes(tmp_path, monkeypatch):
     ccfg = {"total_steps": 100, "eval_every": 1, "window": 2, "patience": 1, "min_steps": 0}
     settings = {"variant": "full", "variant_def": vd.resolve_variant({}, "full"), "run_dir": str(run_dir),
                 "curriculum": ccfg}
-    (run_dir / "dhrcl.json").write_text(json.dumps(settings))
-    monkeypatch.setenv(vd.SETTINGS_ENV, str(run_dir / "dhrcl.json"))
+    (run_dir / "settings.json").write_text(json.dumps({"settings": {"extra": settings}}))
+    monkeypatch.setenv(SETTINGS_ENV, str(run_dir / "settings.json"))
 
     def val(step, syn, exe):
         trainer = SimpleNamespace(global_steps=step)

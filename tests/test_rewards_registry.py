@@ -103,3 +103,16 @@ def test_forward_env_selects_reward_variables():
            "OPENAI_API_KEY": "o", "PATH": "/bin", "HOME": "/root"}
     assert set(R.forward_env(env)) == {"CODEGRPO_EMBEDDING_API_BASE", "CODEGRPO_COMPILE_MODE",
                                        "QWEN3_EMBEDDING_API_KEY", "OPENAI_API_KEY"}
+
+
+def test_data_source_map_scores_with_another_reward():
+    """skeleton_rl.structure_reward: sim_exe routes the structure data source to sim_exe (token_jaccard)."""
+    sol = "int func0(int var1) { return var1; }"
+    plain = R.compute_score("sk2decompile_structure", sol, sol, {})
+    sim = R.compute_score("sk2decompile_structure", sol, sol, {},
+                          data_source_map={"sk2decompile_structure": "sk2decompile_structure_sim"})
+    batch = R.compute_score_batch(["llm4decompile_exe"], [sol], [sol], [{}],
+                                  data_source_map={"llm4decompile_exe": "sk2decompile_structure_sim"})
+    assert "type_jaccard" in plain and "token_jaccard" not in plain
+    assert "token_jaccard" in sim and "type_jaccard" not in sim
+    assert set(batch[0]) == set(sim)

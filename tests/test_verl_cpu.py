@@ -145,7 +145,7 @@ def test_gpu_mode_applies_no_cpu_patch(tmp_path):
         from codegrpo.verl.trainer import ray_init_kwargs
         from codegrpo.verl import sft_main
         cfg = load_config("config/paper.yaml")
-        g = launch.grpo_launch(cfg, "skeleton_rl", train_files="t.parquet", val_files="v.parquet",
+        g = launch.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files="t.parquet", val_files="v.parquet",
                                model_path="/m", run_dir={str(tmp_path / 'r')!r}).validate()
         kw = ray_init_kwargs(g)
         s = launch.sft_launch(cfg, "skeleton", train_files="t.parquet", val_files="v.parquet",
@@ -209,7 +209,8 @@ def test_grpo_two_steps_on_cpu(sft_run, fixtures):
 
     sft_dir, _ = sft_run
     run_dir = sft_dir.parent / "skeleton_rl"
-    done = run_grpo(tiny_cfg(), "skeleton_rl", train_files=fixtures["rl_train"], val_files=fixtures["rl_val"],
+    cfg = tiny_cfg()
+    done = run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=fixtures["rl_train"], val_files=fixtures["rl_val"],
                     init_model=str(sft_dir / "hf"), run_dir=run_dir)
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
@@ -251,7 +252,7 @@ def test_grpo_resumes_after_kill(fixtures, tmp_path):
     run_dir = tmp_path / "skeleton_rl"
     kw = dict(train_files=fixtures["rl_train"], val_files=fixtures["rl_val"], init_model=str(fixtures["tiny"]),
               run_dir=run_dir)
-    la = grpo_launch(cfg, "skeleton_rl", train_files=kw["train_files"], val_files=kw["val_files"],
+    la = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=kw["train_files"], val_files=kw["val_files"],
                      model_path=kw["init_model"], run_dir=run_dir)
     run_dir.mkdir(parents=True)
     with open(run_dir / "train.log", "w") as log:
@@ -273,7 +274,7 @@ def test_grpo_resumes_after_kill(fixtures, tmp_path):
     before = [r["step"] for r in read_metrics(run_dir)]
     assert before[0] == 1 and before == sorted(set(before))
 
-    done = run_grpo(cfg, "skeleton_rl", **kw)
+    done = run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw)
     steps = [r["step"] for r in read_metrics(run_dir)]
     assert steps == [1, 2, 3]
     log = (run_dir / "train.log").read_text()

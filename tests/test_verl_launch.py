@@ -19,7 +19,7 @@ def _launches(cfg, tmp_path):
                                 val_files=tmp_path / f"{which}.val.parquet", model_path="/models/base",
                                 run_dir=tmp_path / f"sft_{which}"))
     for stage in L.RL_STAGES:
-        out.append(L.grpo_launch(cfg, stage, train_files=[tmp_path / "a.parquet"], val_files=tmp_path / "v.parquet",
+        out.append(L.grpo_launch(cfg, cfg[stage], stage, train_files=[tmp_path / "a.parquet"], val_files=tmp_path / "v.parquet",
                                  model_path="/models/sft", run_dir=tmp_path / stage))
     return out
 
@@ -44,7 +44,7 @@ def test_every_generated_command_composes(composed):
 
 def test_grpo_paper_values(repo_root, tmp_path):
     cfg = load_config(repo_root / "config" / "paper.yaml")
-    sk, skin = (L.grpo_launch(cfg, s, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+    sk, skin = (L.grpo_launch(cfg, cfg[s], s, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
                               model_path="/m", run_dir=tmp_path / s).validate() for s in L.RL_STAGES)
     ar = sk.actor_rollout_ref
     assert sk.algorithm.adv_estimator == "grpo" and sk.algorithm.use_kl_in_reward is False
@@ -85,8 +85,8 @@ def test_cpu_mode_overrides_only_in_cpu_mode(repo_root, tmp_path):
     gpu_cfg = load_config(repo_root / "config" / "paper.yaml")
     kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
               run_dir=tmp_path / "r")
-    c = L.grpo_launch(cpu_cfg, "skeleton_rl", **kw).validate()
-    g = L.grpo_launch(gpu_cfg, "skeleton_rl", **kw)
+    c = L.grpo_launch(cpu_cfg, cpu_cfg["skeleton_rl"], "skeleton_rl", **kw).validate()
+    g = L.grpo_launch(gpu_cfg, gpu_cfg["skeleton_rl"], "skeleton_rl", **kw)
     assert c.trainer.device == "cpu" and c.actor_rollout_ref.rollout.name == "hf"
     assert c.actor_rollout_ref.actor.strategy == "fsdp2" and c.trainer.n_gpus_per_node == 1
     assert not any(o.startswith("trainer.device=") for o in g.overrides)
@@ -102,7 +102,7 @@ def test_cpu_mode_overrides_only_in_cpu_mode(repo_root, tmp_path):
 def test_misspelled_grpo_key_is_rejected(repo_root, tmp_path, bad, needle):
     cfg = load_config(repo_root / "config.yaml")
     cfg["skeleton_rl"]["overrides"] = [bad]
-    la = L.grpo_launch(cfg, "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+    la = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
                        model_path="/m", run_dir=tmp_path / "r")
     with pytest.raises(L.LaunchConfigError, match="verl config rejected") as err:
         la.validate()
@@ -177,12 +177,11 @@ def test_reward_managers_load_through_verl(tmp_path, repo_root):
                                  dtype=object),
         "extra_info": np.array(extra, dtype=object)})
     cfg = load_config(repo_root / "config.yaml")
-    cfg["skeleton_rl"]["reward"] = None
     scores = {}
     for manager, fn, cls in [("naive", "compute_score", "NaiveRewardManager"),
                              ("batch", "compute_score_batch", "BatchRewardManager")]:
         cfg["skeleton_rl"]["reward"] = {"manager": manager, "function": fn}
-        c = L.grpo_launch(cfg, "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+        c = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
                           model_path=str(tmp_path / "m"), run_dir=tmp_path / "r").validate()
         reward_fn = load_reward_manager(c, tok, num_examine=0)
         assert type(reward_fn).__name__ == cls
@@ -195,8 +194,8 @@ def test_reward_managers_load_through_verl(tmp_path, repo_root):
 
 def test_experiment_name_for_other_runs(repo_root, tmp_path):
     cfg = load_config(repo_root / "config.yaml")
-    la = L.grpo_launch(cfg, "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                       model_path="/m", run_dir=tmp_path / "r", experiment_name="dhrcl-full")
+    la = L.grpo_launch(cfg, cfg["dhrcl"]["training"], "dhrcl-full", train_files=tmp_path / "t.parquet",
+                       val_files=tmp_path / "v.parquet", model_path="/m", run_dir=tmp_path / "r")
     assert la.run == "dhrcl-full" and "trainer.experiment_name=dhrcl-full" in la.overrides
 
 
@@ -268,7 +267,7 @@ def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
     # the stage functions stop before launching and leave nothing that looks complete
     cfg = load_config(repo_root / "config.yaml")
     with pytest.raises(TrainingInputError):
-        run_grpo(cfg, "skeleton_rl", train_files=tmp_path / "bad_rl.parquet", val_files=tmp_path / "rl.parquet",
+        run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=tmp_path / "bad_rl.parquet", val_files=tmp_path / "rl.parquet",
                  init_model="org/model", run_dir=tmp_path / "run")
     with pytest.raises(TrainingInputError):
         run_sft(cfg, "skin", train_files=tmp_path / "bad_sft.parquet", val_files=tmp_path / "bad_sft.parquet",
@@ -286,3 +285,75 @@ def test_multi_node_sft_command(repo_root, tmp_path, monkeypatch):
     assert la.argv[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", sys.executable]
     assert "--rdzv_endpoint=node7:29611" in la.argv and "--nproc_per_node=8" in la.argv
     assert la.validate().trainer.nnodes == 2
+
+
+def test_structure_reward_setting_reaches_the_reward_kwargs(repo_root, tmp_path):
+    from codegrpo.verl.stages import structure_reward_overrides
+
+    cfg = load_config(repo_root / "config.yaml")
+    kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
+              run_dir=tmp_path / "r")
+    assert structure_reward_overrides("skeleton_rl", cfg["skeleton_rl"]) == []
+    cfg["skeleton_rl"]["structure_reward"] = "sim_exe"
+    ov = structure_reward_overrides("skeleton_rl", cfg["skeleton_rl"])
+    c = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", extra_overrides=ov, **kw).validate()
+    assert dict(c.custom_reward_function.reward_kwargs.data_source_map) == {
+        "sk2decompile_structure": "sk2decompile_structure_sim", "llm4decompile_exe": "sk2decompile_structure_sim"}
+    cfg["skin_rl"]["structure_reward"] = "sim_exe"
+    with pytest.raises(ValueError, match="skeleton_rl only"):
+        structure_reward_overrides("skin_rl", cfg["skin_rl"])
+
+
+def test_kl_coef_default_comes_from_the_schema(repo_root, tmp_path):
+    """No kl_coef in the file: each stage gets its schema default; a changed value reaches verl."""
+    from codegrpo.config import validate_config
+
+    cfg = validate_config({"device": "cpu"})
+    kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
+              run_dir=tmp_path / "r")
+    got = {s: L.grpo_launch(cfg, cfg[s], s, **kw).validate().actor_rollout_ref.actor.kl_loss_coef
+           for s in L.RL_STAGES}
+    assert got == {"skeleton_rl": 0.01, "skin_rl": 0.02}
+    cfg["skin_rl"]["kl_coef"] = 0.0
+    c = L.grpo_launch(cfg, cfg["skin_rl"], "skin_rl", **kw).validate()
+    assert c.actor_rollout_ref.actor.kl_loss_coef == 0.0 and c.actor_rollout_ref.actor.use_kl_loss is False
+
+
+def test_rerun_resumes_only_an_unfinished_run_with_the_same_settings(tmp_path):
+    from codegrpo.verl.stages import FINISHED_FILE, prepare_run_dir
+
+    run = tmp_path / "skeleton_rl"
+    settings = {"run": "skeleton_rl", "section": {"lr": 1e-6}}
+    assert prepare_run_dir(run, settings) == "fresh"
+    (run / "checkpoints").mkdir()
+    assert prepare_run_dir(run, settings) == "resume" and (run / "checkpoints").is_dir()
+    # changed settings: the old run moves aside, the new one starts empty
+    assert prepare_run_dir(run, {**settings, "section": {"lr": 2e-6}}) == "fresh"
+    aside = sorted(tmp_path.glob("skeleton_rl.prev-*"))
+    assert len(aside) == 1 and (aside[0] / "checkpoints").is_dir() and not (run / "checkpoints").exists()
+    # a finished run is never continued
+    (run / "checkpoints").mkdir()
+    (run / FINISHED_FILE).write_text("{}")
+    assert prepare_run_dir(run, {**settings, "section": {"lr": 2e-6}}) == "fresh"
+    assert len(list(tmp_path.glob("skeleton_rl.prev-*"))) == 2 and not (run / "checkpoints").exists()
+
+
+def test_readme_stage_rerun_schedules_the_training_job(repo_root, tmp_path):
+    """README's rerun command (--forcerun <stage>_train --until <stage>) really schedules the training rule."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (repo_root / "README.md").read_text()
+    m = re.search(r"snakemake --cores 2 (--forcerun \S+ --until \S+)\s+# retrain one stage", readme)
+    assert m, "README lost its stage rerun command"
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    out = subprocess.run([snakemake, "-n", "--cores", "2", *m.group(1).split(), "--directory", str(repo_root),
+                          "--config", f"results_dir={tmp_path / 'results'}", f"logs_dir={tmp_path / 'logs'}"],
+                         cwd=repo_root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout, re.M))
+    assert jobs.get("skeleton_rl_train") == "1" and "skin_rl_train" not in jobs
+    # the training job itself is forced (forcing only the empty target rule would not retrain a finished stage)
+    assert re.search(r"forced:\s*\n\s*skeleton_rl_train\b", out.stdout), out.stdout[-1500:]

@@ -346,7 +346,8 @@ BASELINE_VARIANTS = ("binary", "pass_rate", "static_dense")
 
 
 def describe_run(model_dir: str | os.PathLike) -> tuple[str | None, str]:
-    """(variant, table setting) of a DHRCL run from its ``dhrcl.json`` beside the exported model.
+    """(variant, table setting) of a DHRCL run from its ``settings.json`` beside the exported model (the DHRCL
+    settings under ``extra``).
 
     Settings: ``reconstructed`` for DHRCL itself, ``ablation (reconstructed)`` for its ablations and
     ``baseline`` for the binary / pass-rate / static dense rewards (same trainer and data).
@@ -354,12 +355,12 @@ def describe_run(model_dir: str | os.PathLike) -> tuple[str | None, str]:
     import json
     from pathlib import Path
 
-    meta = Path(model_dir).parent / "dhrcl.json"
+    meta = Path(model_dir).parent / "settings.json"
     if not meta.is_file():
         return None, "reconstructed"
     try:
-        variant = json.loads(meta.read_text(encoding="utf-8")).get("variant")
-    except (OSError, ValueError):
+        variant = (json.loads(meta.read_text(encoding="utf-8")).get("settings", {}).get("extra") or {}).get("variant")
+    except (OSError, ValueError, AttributeError):
         return None, "reconstructed"
     if variant in BASELINE_VARIANTS:
         return variant, "baseline (same trainer)"

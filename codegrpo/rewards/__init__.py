@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = [
     "RewardError",
@@ -207,14 +207,26 @@ def get_scorer(data_source: str) -> Scorer:
         ) from None
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict[str, Any]:
-    """Score one sample (verl naive-manager signature). Returns ``{"score": float, <components>...}``."""
-    return get_scorer(data_source).single(data_source, solution_str, ground_truth, extra_info, **kwargs)
+def _routed(data_source: str, data_source_map: Mapping[str, str] | None) -> str:
+    return (data_source_map or {}).get(data_source, data_source)
 
 
-def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None, **kwargs) -> list[dict]:
-    """Score a batch (verl batch-manager signature); one batch call per data source, results in input order."""
-    data_sources = list(data_sources)
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, *,
+                  data_source_map: Mapping[str, str] | None = None, **kwargs) -> dict[str, Any]:
+    """Score one sample (verl naive-manager signature). Returns ``{"score": float, <components>...}``.
+
+    ``data_source_map`` (a reward kwarg) scores a data source with another one's reward, e.g.
+    ``{sk2decompile_structure: sk2decompile_structure_sim}`` (config ``skeleton_rl.structure_reward: sim_exe``).
+    """
+    ds = _routed(data_source, data_source_map)
+    return get_scorer(ds).single(ds, solution_str, ground_truth, extra_info, **kwargs)
+
+
+def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None, *,
+                        data_source_map: Mapping[str, str] | None = None, **kwargs) -> list[dict]:
+    """Score a batch (verl batch-manager signature); one batch call per data source, results in input order
+    (``data_source_map`` as for :func:`compute_score`)."""
+    data_sources = [_routed(ds, data_source_map) for ds in data_sources]
     n = len(data_sources)
     solution_strs, ground_truths = list(solution_strs), list(ground_truths)
     extra_infos = [None] * n if extra_infos is None else list(extra_infos)

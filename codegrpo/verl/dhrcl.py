@@ -37,8 +37,6 @@ from codegrpo.curriculum import CurriculumConfig, CurriculumController
 log = logging.getLogger(__name__)
 
 STATE_ACTOR_NAME = "codegrpo_dhrcl_curriculum"
-SETTINGS_ENV = "CODEGRPO_DHRCL_SETTINGS"
-SETTINGS_FILE = "dhrcl.json"
 STATE_FILE = "curriculum.json"
 COMPONENTS = ("r_syntax", "r_exec", "r_pass", "r_ast")
 
@@ -191,11 +189,10 @@ _VAL_KEY = re.compile(r"^val-(?:core|aux)/(?P<ds>[^/]+)/(?P<key>[^/]+)/mean@(?P<
 
 
 def load_settings(path: str | os.PathLike | None = None) -> dict:
-    path = path or os.environ.get(SETTINGS_ENV)
-    if not path:
-        raise RuntimeError(f"DHRCL callbacks need {SETTINGS_ENV} (the run's {SETTINGS_FILE}); set by run_dhrcl")
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """DHRCL's settings of the running run (``extra`` of its settings.json, named by ``$CODEGRPO_RUN_SETTINGS``)."""
+    from codegrpo.verl.stages import load_run_settings
+
+    return load_run_settings(path)["extra"]
 
 
 def validation_components(metrics: Mapping[str, float], data_source: str = "kodcode") -> dict[str, float]:
@@ -295,29 +292,33 @@ def reward_kwargs(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], token
     return out
 
 
-def dhrcl_overrides(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_model: str) -> tuple[list[str], dict]:
-    """verl overrides and environment of run ``dhrcl-<variant>`` (on top of the GRPO launch of the training
-    section)."""
-    from codegrpo.verl.launch import fmt
-
+def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path) -> dict:
+    """The DHRCL part of run ``dhrcl-<variant>``'s settings.json (read back by :func:`on_validate`)."""
     dcfg = cfg["dhrcl"]
     vdef = resolve_variant(dcfg, variant)
-    tr = dcfg["training"]
-    total = int(tr["total_training_steps"] or 0)
+    total = int(dcfg["training"]["total_training_steps"] or 0)
     if total <= 0:
         raise ValueError("dhrcl.training.total_training_steps must be set (the curriculum's step budget)")
     ccfg = curriculum_config(dcfg, vdef, total)
-    settings = {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
-                "curriculum": CurriculumController(ccfg).to_dict()["config"]}
-    from codegrpo.io import write_json
+    return {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
+            "curriculum": CurriculumController(ccfg).to_dict()["config"],
+            "reward": dict(dcfg.get("reward") or {}), "token_weights": dict(dcfg.get("token_weights") or {})}
 
-    write_json(run_dir / SETTINGS_FILE, settings)
-    tw = dict(dcfg.get("token_weights") or {})
+
+def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_model: str) -> list[str]:
+    """verl overrides of a DHRCL run (appended after those of the ``dhrcl.training`` section)."""
+    from codegrpo.verl.launch import fmt
+
+    dcfg = cfg["dhrcl"]
+    vdef = settings["variant_def"]
+    ccfg = CurriculumConfig.from_dict(settings["curriculum"])
+    tw = settings["token_weights"]
     ar = "actor_rollout_ref"
     ov = [
-        f"trainer.experiment_name={run_name(variant)}",
         f"trainer.test_freq={ccfg.eval_every}",
         "trainer.val_before_train=true",
+        "reward_model.reward_manager=batch",
+        "custom_reward_function.name=compute_score_batch",
         f"{ar}.actor.policy_loss.loss_mode={loss_mode(vdef['token_weights'])}",
         f"+{ar}.actor.policy_loss.dhrcl_tau={fmt(float(tw.get('tau', 1.0)))}",
         f"+{ar}.actor.policy_loss.dhrcl_w_min={fmt(float(tw.get('w_min', 0.25)))}",
@@ -334,74 +335,61 @@ def dhrcl_overrides(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_mo
     tok = init_model if (dcfg.get("reward") or {}).get("use_policy_tokenizer", True) else None
     for k, v in reward_kwargs(dcfg, vdef, tok).items():
         ov.append(f"+custom_reward_function.reward_kwargs.{k}={fmt(v)}")
+    return ov
+
+
+class DhrclHook:
+    """DHRCL's additions to the GRPO lifecycle of :func:`codegrpo.verl.stages.run_grpo`: its settings (variant,
+    curriculum), its overrides (loss, callbacks, reward kwargs) and the curriculum transitions in done.json."""
+
+    def __init__(self, variant: str):
+        self.variant = variant
+
+    def settings(self, cfg, section, run_dir: Path, init_model: str) -> dict:
+        self.cfg, self.init_model = cfg, init_model
+        return dhrcl_settings(cfg, self.variant, Path(run_dir))
+
+    def overrides(self, settings: Mapping[str, Any], run_dir: Path) -> list[str]:
+        return dhrcl_overrides(self.cfg, settings["extra"], self.init_model)
+
+    def finish(self, run_dir: Path) -> dict:
+        state = Path(run_dir) / STATE_FILE
+        return {"variant": self.variant,
+                "transitions": json.loads(state.read_text())["transitions"] if state.is_file() else []}
+
+
+def dhrcl_sandbox_env(cfg: Mapping[str, Any]) -> dict[str, str]:
     sb = dict(cfg.get("sandbox") or {})
-    env = {SETTINGS_ENV: str(run_dir / SETTINGS_FILE),
-           "CODEGRPO_SANDBOX_LIMITS": json.dumps({k: v for k, v in sb.items() if k != "workers"})}
+    env = {"CODEGRPO_SANDBOX_LIMITS": json.dumps({k: v for k, v in sb.items() if k != "workers"})}
     if sb.get("workers"):
         env["CODEGRPO_SANDBOX_WORKERS"] = str(sb["workers"])
-    return ov, env
+    return env
 
 
 def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
                  val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike):
-    """The GRPO launch of run ``dhrcl-<variant>`` (writes the run's ``dhrcl.json``; validate with
-    ``.validate()``)."""
-    from codegrpo.verl.launch import grpo_launch
+    """The GRPO launch of run ``dhrcl-<variant>``, writing its settings.json (validate with ``.validate()``)."""
+    from codegrpo.verl import stages
 
+    hook = DhrclHook(variant)
     run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    extra, env = dhrcl_overrides(cfg, variant, run_dir, init_model)
-    section = {**dict(cfg["dhrcl"]["training"]), "import": None,
-               "reward": {"manager": "batch", "function": "compute_score_batch"}}
-    # grpo_launch builds the GRPO command of an RL section; the DHRCL section is passed in its place and the
-    # run-specific keys are overridden after it (the last value of a Hydra key wins).
-    launch = grpo_launch({"device": cfg["device"], "seed": cfg.get("seed", 0), "skeleton_rl": section},
-                         "skeleton_rl", train_files=train_files, val_files=val_files, model_path=init_model,
-                         run_dir=run_dir, extra_overrides=extra)
-    launch.run = run_name(variant)
-    launch.env.update(env)
-    return launch
+    settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant), train_files=train_files,
+                                   val_files=val_files, init_model=init_model, run_dir=run_dir, hook=hook)
+    stages.prepare_run_dir(run_dir, settings)
+    return stages.settings_launch(cfg, settings, run_dir, env=dhrcl_sandbox_env(cfg), hook=hook)
 
 
 def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
               val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike) -> dict:
-    """Train run ``dhrcl-<variant>`` with GRPO on KodCode; returns its done.json record.
+    """Train run ``dhrcl-<variant>`` with GRPO on KodCode (the shared lifecycle
+    :func:`codegrpo.verl.stages.run_grpo` with :class:`DhrclHook`); returns its done.json record.
 
-    Run folder: ``config.json``, ``dhrcl.json`` (resolved settings), ``curriculum.json`` (controller state),
-    ``checkpoints/``, ``train.log``, ``metrics.jsonl``, ``hf/`` and ``done.json`` (written last).
+    Run folder: ``settings.json`` (resolved settings, DHRCL's under ``extra``), ``config.json``,
+    ``curriculum.json`` (controller state), ``checkpoints/``, ``train.log``, ``metrics.jsonl``, ``hf/``,
+    ``finished.json`` and ``done.json`` (written last).
     """
-    from codegrpo.io import write_json
-    from codegrpo.models import export_hf
-    from codegrpo.verl import checkpoints
+    from codegrpo.verl.stages import run_grpo
 
-    t0 = time.time()
-    run_dir = Path(run_dir).resolve()
-    run = run_name(variant)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    done = run_dir / "done.json"
-    if done.exists():
-        done.unlink()
-    dcfg = cfg["dhrcl"]
-    record = {"run": run, "kind": "grpo", "variant": variant, "device": cfg["device"], "init_model": init_model,
-              "section": {k: dcfg[k] for k in dcfg if k != "runs"}, "sandbox": dict(cfg.get("sandbox") or {})}
-    write_json(run_dir / "config.json", record)
-    launch = dhrcl_launch(cfg, variant, train_files=train_files, val_files=val_files, init_model=init_model,
-                          run_dir=run_dir)
-    train_log = run_dir / "train.log"
-    log.info("%s: %s", run, launch.command())
-    rc = launch.run_process(train_log)
-    if rc != 0:
-        raise RuntimeError(f"{run}: trainer exited with status {rc}; see {train_log}")
-    ckpt_dir = run_dir / "checkpoints"
-    latest = checkpoints.latest_actor(ckpt_dir)
-    if latest is None:
-        raise RuntimeError(f"{run}: training ended without a checkpoint in {ckpt_dir}")
-    step, actor = latest
-    export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
-    state = run_dir / STATE_FILE
-    transitions = json.loads(state.read_text())["transitions"] if state.is_file() else []
-    out = {**record, "hf": str(run_dir / "hf"), "final_step": step, "checkpoint": str(actor),
-           "transitions": transitions, "seconds": round(time.time() - t0, 1),
-           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    write_json(done, out)
-    return out
+    return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant), train_files=train_files,
+                    val_files=val_files, init_model=init_model, run_dir=run_dir, env=dhrcl_sandbox_env(cfg),
+                    hook=DhrclHook(variant))

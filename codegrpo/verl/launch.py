@@ -28,20 +28,6 @@ from typing import Any, Sequence
 PROJECT_CONFIG_DIR = Path(__file__).resolve().parent / "config"
 REWARD_ENTRY = Path(__file__).resolve().parent / "reward_entry.py"
 RL_STAGES = ("skeleton_rl", "skin_rl")
-# Stage defaults of the reference scripts (run_struct_rl.sh / run_ident_rl.sh) for keys left null in the config
-STAGE_DEFAULTS = {
-    "skeleton_rl": {"kl_coef": 0.01, "reward": {"manager": "naive", "function": "compute_score"}},
-    "skin_rl": {"kl_coef": 0.02, "reward": {"manager": "batch", "function": "compute_score_batch"}},
-}
-
-
-def stage_settings(cfg: dict, stage: str) -> dict:
-    """The stage's config section with its null keys replaced by the stage defaults."""
-    s = dict(cfg[stage])
-    for key, value in STAGE_DEFAULTS[stage].items():
-        if s.get(key) is None:
-            s[key] = value
-    return s
 SFT_RUNS = ("skeleton", "skin")
 
 
@@ -216,7 +202,8 @@ def sft_launch(
 
 def grpo_launch(
     cfg: dict,
-    stage: str,
+    section: dict,
+    run: str,
     *,
     train_files: Sequence[str] | str,
     val_files: Sequence[str] | str,
@@ -224,12 +211,11 @@ def grpo_launch(
     run_dir: str | os.PathLike,
     extra_overrides: Sequence[str] = (),
     reward_path: str | os.PathLike | None = None,
-    experiment_name: str | None = None,
 ) -> Launch:
-    """The GRPO launch of an RL stage (skeleton_rl | skin_rl) from the pipeline config."""
-    if stage not in RL_STAGES:
-        raise ValueError(f"unknown RL stage {stage!r}; expected one of {RL_STAGES}")
-    s = stage_settings(cfg, stage)
+    """The GRPO launch of run ``run`` from an RL section of the pipeline config (``skeleton_rl``, ``skin_rl`` or
+    ``dhrcl.training``, schema ``$defs/rl_stage`` with its defaults filled in).
+    """
+    s = section
     device = cfg["device"]
     run_dir = Path(run_dir).resolve()
     n_gpus = 1 if device == "cpu" else s["n_gpus_per_node"]
@@ -269,7 +255,7 @@ def grpo_launch(
         "custom_reward_function.name": reward["function"],
         "reward_model.reward_manager": reward["manager"],
         "trainer.project_name": s["project_name"],
-        "trainer.experiment_name": experiment_name or stage,
+        "trainer.experiment_name": run,
         "trainer.logger": s["logger"],
         "trainer.nnodes": nnodes,
         "trainer.n_gpus_per_node": n_gpus,
@@ -293,7 +279,7 @@ def grpo_launch(
         overrides += cpu.grpo_overrides()
     overrides += list(extra_overrides) + list(s.get("overrides") or [])
     prefix = [sys.executable, "-m", "codegrpo.verl.trainer"]
-    return Launch("grpo", experiment_name or stage, "grpo", overrides, prefix, _common_env(device))
+    return Launch("grpo", run, "grpo", overrides, prefix, _common_env(device))
 
 
 def _files(files: Sequence[str] | str):

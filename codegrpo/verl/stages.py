@@ -23,9 +23,17 @@ from typing import Mapping, Sequence
 from codegrpo.io import write_json
 from codegrpo.models import export_hf, import_checkpoint
 from codegrpo.verl import checkpoints
-from codegrpo.verl.launch import grpo_launch, sft_launch
+from codegrpo.verl.launch import RL_STAGES, grpo_launch, sft_launch
 
 log = logging.getLogger(__name__)
+
+SETTINGS_FILE = "settings.json"
+SETTINGS_ENV = "CODEGRPO_RUN_SETTINGS"
+FINISHED_FILE = "finished.json"
+# config sections the rewards read, recorded in a run's settings.json
+REWARD_SECTIONS = ("compile_reward", "embedding", "sandbox")
+# RL stages whose reward embeds text (the embedding settings and server apply to them)
+EMBEDDING_STAGES = ("skin_rl",)
 
 
 class TrainingError(RuntimeError):
@@ -150,46 +158,180 @@ def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_f
     return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(path)}, t0)
 
 
-def run_grpo(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
-             init_model: str, run_dir: str | os.PathLike, extra_overrides: Sequence[str] = (),
-             env: Mapping[str, str] | None = None, reward_path: str | None = None) -> dict:
-    """Train (or import) an RL stage with GRPO; returns the done.json record."""
-    t0 = time.time()
+class GrpoHook:
+    """What a kind of GRPO run adds to the shared lifecycle of :func:`run_grpo` (DHRCL:
+    :class:`codegrpo.verl.dhrcl.DhrclHook`). The default adds nothing."""
+
+    def settings(self, cfg: Mapping, section: Mapping, run_dir: Path, init_model: str) -> dict:
+        """Extra resolved settings of the run, stored under ``"extra"`` in ``settings.json``."""
+        return {}
+
+    def overrides(self, settings: Mapping, run_dir: Path) -> list[str]:
+        """verl overrides appended after the section's (the last value of a Hydra key wins)."""
+        return []
+
+    def finish(self, run_dir: Path) -> dict:
+        """Extra keys of ``done.json`` once training finished."""
+        return {}
+
+
+def load_run_settings(path: str | os.PathLike | None = None) -> dict:
+    """The run's resolved settings (``settings.json``), from ``path`` or ``$CODEGRPO_RUN_SETTINGS``: how the
+    trainer's plug-ins and the reward read them in verl's worker processes."""
+    import json
+
+    path = path or os.environ.get(SETTINGS_ENV)
+    if not path:
+        raise RuntimeError(f"{SETTINGS_ENV} is not set (it names the run's {SETTINGS_FILE}; set by run_grpo)")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)["settings"]
+
+
+def fingerprint(settings: Mapping) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def prepare_run_dir(run_dir: Path, settings: Mapping) -> str:
+    """Make ``run_dir`` ready for a run with ``settings``; return ``"resume"`` or ``"fresh"``.
+
+    An unfinished run with the same resolved settings is resumed (verl picks up its newest checkpoint). A
+    finished run (``finished.json``), or one whose settings differ or are unknown, is moved aside to
+    ``<run>.prev-<UTC timestamp>/`` and the run starts fresh, so a forced rerun never continues an old run.
+    """
+    import json
+
     run_dir = Path(run_dir)
-    section = cfg[stage]
-    record = {"run": stage, "kind": "grpo", "device": cfg["device"], "init_model": init_model,
-              "section": dict(section)}
-    _start(run_dir, record)
-    if section.get("import"):
-        return _import(run_dir, section["import"], record, t0)
-    check_model(init_model)
-    log.info("%s: %d training prompts, %d validation prompts", stage, check_parquet(train_files, "rl"),
-             check_parquet(val_files, "rl"))
-    launch = grpo_launch(cfg, stage, train_files=train_files, val_files=val_files, model_path=init_model,
-                         run_dir=run_dir, extra_overrides=extra_overrides, reward_path=reward_path)
+    want = fingerprint(settings)
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        old = None
+        if (run_dir / SETTINGS_FILE).is_file():
+            try:
+                old = json.loads((run_dir / SETTINGS_FILE).read_text(encoding="utf-8")).get("fingerprint")
+            except (OSError, ValueError):
+                old = None
+        if old == want and not (run_dir / FINISHED_FILE).exists():
+            log.info("%s: resuming the unfinished run with the same settings", run_dir)
+            return "resume"
+        why = "finished" if (run_dir / FINISHED_FILE).exists() else "settings changed"
+        aside = run_dir.with_name(f"{run_dir.name}.prev-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        n = 1
+        while aside.exists():
+            aside = aside.with_name(f"{aside.name.split('~')[0]}~{n}")
+            n += 1
+        run_dir.rename(aside)
+        log.info("%s: previous run (%s) moved to %s; starting fresh", run_dir, why, aside)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / SETTINGS_FILE, {"fingerprint": want, "settings": dict(settings)})
+    return "fresh"
+
+
+def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_files, init_model: str,
+                 run_dir: Path, extra_overrides: Sequence[str] = (), hook: GrpoHook | None = None) -> dict:
+    """The resolved settings of a GRPO run (what settings.json holds and what decides resume vs. fresh start)."""
+    hook = hook or GrpoHook()
+    run_dir = Path(run_dir).resolve()
+    section = dict(section)
+    return {"run": run, "kind": "grpo", "device": cfg["device"], "init_model": init_model, "section": section,
+            "seed": cfg.get("seed", 0), "run_dir": str(run_dir),
+            "train_files": [str(p.resolve()) for p in _files_list(train_files)],
+            "val_files": [str(p.resolve()) for p in _files_list(val_files)],
+            "rewards": {k: cfg[k] for k in REWARD_SECTIONS if cfg.get(k) is not None},
+            "extra_overrides": list(extra_overrides),
+            "extra": hook.settings(cfg, section, run_dir, init_model)}
+
+
+def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapping[str, str] | None = None,
+                    reward_path: str | None = None, hook: GrpoHook | None = None):
+    """The verl launch of a run from its resolved settings; workers get only ``$CODEGRPO_RUN_SETTINGS``."""
+    hook = hook or GrpoHook()
+    run_dir = Path(run_dir).resolve()
+    launch = grpo_launch(cfg, settings["section"], settings["run"], train_files=settings["train_files"],
+                         val_files=settings["val_files"], model_path=settings["init_model"], run_dir=run_dir,
+                         extra_overrides=[*settings["extra_overrides"], *hook.overrides(settings, run_dir)],
+                         reward_path=reward_path)
     launch.env.update(env or {})
+    launch.env[SETTINGS_ENV] = str(run_dir / SETTINGS_FILE)
+    return launch
+
+
+def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[str] | str,
+             val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
+             extra_overrides: Sequence[str] = (), env: Mapping[str, str] | None = None,
+             reward_path: str | None = None, hook: GrpoHook | None = None) -> dict:
+    """Train (or import) GRPO run ``run`` from the RL ``section`` of the config; returns the done.json record.
+
+    The one GRPO lifecycle (skeleton_rl, skin_rl and every dhrcl-<variant>): resolve the run's settings once
+    into ``settings.json`` (:func:`prepare_run_dir` decides resume or fresh start), launch verl with
+    ``$CODEGRPO_RUN_SETTINGS`` naming that file, export the newest actor checkpoint, write ``finished.json``
+    and ``done.json``.
+    """
+    t0 = time.time()
+    hook = hook or GrpoHook()
+    run_dir = Path(run_dir).resolve()
+    record = {"run": run, "kind": "grpo", "device": cfg["device"], "init_model": init_model,
+              "section": dict(section)}
+    settings = run_settings(cfg, section, run, train_files=train_files, val_files=val_files, init_model=init_model,
+                            run_dir=run_dir, extra_overrides=extra_overrides, hook=hook)
+    mode = prepare_run_dir(run_dir, settings)
+    done = run_dir / "done.json"
+    if done.exists():
+        done.unlink()  # being (re)built: not complete until this attempt finishes
+    write_json(run_dir / "config.json", {**record, "start": mode})
+    if section.get("import"):
+        out = _import(run_dir, section["import"], record, t0)
+        write_json(run_dir / FINISHED_FILE, {"finished_at": out["finished_at"]})
+        return out
+    check_model(init_model)
+    log.info("%s: %d training prompts, %d validation prompts", run, check_parquet(train_files, "rl"),
+             check_parquet(val_files, "rl"))
+    launch = settings_launch(cfg, settings, run_dir, env=env, reward_path=reward_path, hook=hook)
     _run_launch(launch, run_dir)
     ckpt_dir = run_dir / "checkpoints"
     latest = checkpoints.latest_actor(ckpt_dir)
     if latest is None:
-        raise TrainingError(f"{stage}: training ended without a checkpoint in {ckpt_dir}")
+        raise TrainingError(f"{run}: training ended without a checkpoint in {ckpt_dir}")
     step, actor = latest
     export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
-    return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(actor)}, t0)
+    extra = hook.finish(run_dir)
+    write_json(run_dir / FINISHED_FILE, {"final_step": step,
+                                         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return _finish(run_dir, {**record, **extra, "final_step": step, "checkpoint": str(actor), "start": mode}, t0)
+
+
+def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
+    """The reward kwargs that score skeleton_rl's data source with the configured ``structure_reward``."""
+    from codegrpo.rewards.sk2d import LEGACY_STRUCTURE, STRUCTURE, STRUCTURE_SIM
+    from codegrpo.verl.launch import fmt
+
+    choice = section.get("structure_reward", "exe_type")
+    if choice == "exe_type":
+        return []
+    if choice != "sim_exe":
+        raise ValueError(f"{stage}.structure_reward must be exe_type or sim_exe, got {choice!r}")
+    if stage != "skeleton_rl":
+        raise ValueError(f"{stage}.structure_reward: sim_exe applies to skeleton_rl only")
+    return [f"+custom_reward_function.reward_kwargs.data_source_map={fmt({STRUCTURE: STRUCTURE_SIM, LEGACY_STRUCTURE: STRUCTURE_SIM})}"]
 
 
 def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
-                 init_model: str, run_dir: str | os.PathLike, uses_embedding: bool = False) -> dict:
-    """:func:`run_grpo` inside the stage's job context.
+                 init_model: str, run_dir: str | os.PathLike) -> dict:
+    """:func:`run_grpo` of RL stage ``stage`` (skeleton_rl | skin_rl) inside the stage's job context.
 
-    * the ``compile_reward`` settings, and for a stage whose reward embeds text (``uses_embedding``: skin_rl)
+    * ``structure_reward: sim_exe`` scores skeleton_rl's data source with ``sim_exe`` instead of ``exe_type``;
+    * the ``compile_reward`` settings, and for a stage whose reward embeds text (skin_rl)
       the ``embedding`` settings, reach the reward as ``CODEGRPO_*`` variables;
     * with ``embedding.serve: true`` such a stage starts the embedding server
       (:func:`codegrpo.services.embedding_service`) on 127.0.0.1 for the duration of training and stops it after;
     * in a multi-node SLURM job (GPU mode) a Ray cluster spans the allocation (:mod:`codegrpo.cluster`) and
       the driver joins it through ``RAY_ADDRESS``.
     """
-    section = cfg[stage]
+    if stage not in RL_STAGES:
+        raise ValueError(f"unknown RL stage {stage!r}; expected one of {RL_STAGES}")
+    section = dict(cfg[stage])
+    extra_overrides = structure_reward_overrides(stage, section)
     run_dir = Path(run_dir)
     env: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
@@ -199,7 +341,7 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
 
                 env.update(compile_env(dict(cfg["compile_reward"])))
             embedding = dict(cfg.get("embedding") or {})
-            if uses_embedding and embedding:
+            if stage in EMBEDDING_STAGES and embedding:
                 from codegrpo.rewards.embedding import env_from_config as embedding_env
 
                 env.update(embedding_env(embedding))
@@ -220,5 +362,5 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
                 rc = stack.enter_context(multinode_ray(**kw))
                 if rc is not None and os.environ.get("RAY_ADDRESS"):
                     env["RAY_ADDRESS"] = os.environ["RAY_ADDRESS"]
-        return run_grpo(cfg, stage, train_files=train_files, val_files=val_files, init_model=init_model,
-                        run_dir=run_dir, env=env)
+        return run_grpo(cfg, section, stage, train_files=train_files, val_files=val_files, init_model=init_model,
+                        run_dir=run_dir, env=env, extra_overrides=extra_overrides)
