@@ -67,9 +67,6 @@ class DHRCLRewardConfig:
     def from_kwargs(cls, kwargs: dict | None) -> "DHRCLRewardConfig":
         kw = dict(kwargs or {})
         cfg = cls()
-        env_variant = os.environ.get("CODEGRPO_DHRCL_VARIANT")
-        if env_variant:
-            cfg.variant = env_variant
         for name in ("variant", "stage3_form", "ast_method", "ast_node_cap", "timeout_s", "tokenizer_path",
                      "stage"):
             if kw.get(name) is not None:
