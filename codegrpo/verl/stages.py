@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from codegrpo import preflight
 from codegrpo.io import write_json
 from codegrpo.models import export_hf, import_checkpoint
 from codegrpo.verl import checkpoints
@@ -135,8 +136,9 @@ def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_f
     if src:
         return _import(run_dir, src, record, t0)
     check_model(init_model)
-    log.info("%s: %d training rows, %d validation rows", run, check_parquet(train_files, "sft"),
-             check_parquet(val_files, "sft"))
+    rows = check_parquet(train_files, "sft")
+    log.info("%s: %d training rows, %d validation rows", run, rows, check_parquet(val_files, "sft"))
+    preflight.stage_checks(cfg, "sft", rows=rows, model_dir=init_model, files=str(train_files))
     launch = sft_launch(cfg, which, train_files=train_files, val_files=val_files, model_path=init_model,
                         run_dir=run_dir)
     _run_launch(launch, run_dir)
@@ -163,8 +165,10 @@ def run_grpo(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_
     if section.get("import"):
         return _import(run_dir, section["import"], record, t0)
     check_model(init_model)
-    log.info("%s: %d training prompts, %d validation prompts", stage, check_parquet(train_files, "rl"),
-             check_parquet(val_files, "rl"))
+    rows = check_parquet(train_files, "rl")
+    log.info("%s: %d training prompts, %d validation prompts", stage, rows, check_parquet(val_files, "rl"))
+    if stage in preflight.training_sections(cfg):
+        preflight.stage_checks(cfg, stage, rows=rows, model_dir=init_model, files=str(train_files))
     launch = grpo_launch(cfg, stage, train_files=train_files, val_files=val_files, model_path=init_model,
                          run_dir=run_dir, extra_overrides=extra_overrides, reward_path=reward_path)
     launch.env.update(env or {})
