@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codegrpo.procgroup import popen_group, stop_group
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -435,10 +437,7 @@ class RayCluster:
                 env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"
                 with open(node.log_path, "ab") as out:
                     try:
-                        node.proc = subprocess.Popen(
-                            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env,
-                        )
+                        node.proc = popen_group(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
                     except FileNotFoundError as exc:
                         raise ClusterError(f"cannot start Ray node {i} on {host}: {exc}") from exc
                 self._nodes.append(node)
@@ -517,19 +516,8 @@ class RayCluster:
             proc = node.proc
             if proc is None or proc.poll() is not None:
                 continue
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                log.warning("Ray node %d on %s ignored SIGTERM; killing", node.index, node.host)
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=30)
+            if stop_group(proc, grace_s=30):
+                log.warning("Ray node %d on %s ignored SIGTERM for 30 s; killed", node.index, node.host)
         # Ray processes that outlived their `ray start` parent (same host only): they carry our
         # unique temp dir on their command line.
         for pid in leftover_pids(self.temp_root):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import urllib.request
 import weakref
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from codegrpo.procgroup import popen_group, stop_group
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_SERVER_COMMAND = "{python} -m codegrpo.embed_server --host {host} --port {port} --served-model-name {model}"
@@ -88,9 +89,9 @@ class ManagedService:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")
         try:
-            self.proc = subprocess.Popen(
-                self.command, cwd=self.cwd, env={**os.environ, **self.extra_env}, stdin=subprocess.DEVNULL,
-                stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+            self.proc = popen_group(
+                self.command, cwd=self.cwd, env={**os.environ, **self.extra_env},
+                stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
             )
         except OSError as exc:
             raise ServiceError(f"cannot start {self.name}: {shlex.join(self.command)}: {exc}") from exc
@@ -135,23 +136,7 @@ class ManagedService:
     def stop(self, grace_s: float = 10.0) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(timeout=grace_s)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:  # children may outlive the leader: always clear the group
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
+            stop_group(proc, grace_s=grace_s)  # children may outlive the leader: the group is always cleared
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -145,10 +145,8 @@ def test_psychec_failures_are_none(fake_psychec):
 
 def test_psychec_timeout_kills_process_group(fake_psychec):
     p = PsycheC(timeout=0.5)
-    t0 = time.monotonic()
-    assert p.generate(CODE + "/* SLEEP */") is None
     # the grandchild `sleep 30 &` holds the pipes; killing the group is what lets us return at all
-    assert time.monotonic() - t0 < 20
+    assert p.generate(CODE + "/* SLEEP */") is None
     assert p.describe()["failures"] == {"psychecgen timeout": 1}
     bg = int((fake_psychec.parent / "bg_pid").read_text())
     deadline = time.monotonic() + 10

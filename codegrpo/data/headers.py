@@ -28,7 +28,6 @@ import hashlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from codegrpo.procgroup import run_group
 from codegrpo.io import atomic_group, atomic_open, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
@@ -54,20 +54,10 @@ def run_limited(argv: list[str], timeout: float, cwd: str | os.PathLike | None =
     Killing the group (not only the child) matters for wrappers such as ``stack exec`` or shell scripts whose
     grandchildren would otherwise keep the pipes open and outlive the timeout.
     """
-    proc = subprocess.Popen(
-        argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.communicate()
-        raise ToolTimeout(f"{Path(argv[0]).name} timed out after {timeout} s") from None
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    res = run_group(argv, timeout=timeout, cwd=cwd)
+    if res.timed_out:
+        raise ToolTimeout(f"{Path(argv[0]).name} timed out after {timeout} s")
+    return res.completed()
 
 
 # where scripts/setup.sh installs the tools it builds (scripts/build_psychec.sh SRC build/psychec)

@@ -1,7 +1,18 @@
 """SK²Decompile evaluation: two-phase inference, re-executability, identifier quality.
 
-Re-executability follows the legacy LLM4Decompile harness used for HumanEval-Decompile:
-every line containing ``#include`` is collected from the task's gold function and from its test (and
+Two evaluation-set schemas are read: the legacy HumanEval-Decompile files (``task_id, type, c_func, c_test,
+input_asm_prompt``) and SK²Decompile's ``{humaneval,mbpp}_normsrcpseudo.json`` (``index, func_name, func_dep,
+func, test, opt, language, ida_pseudo, ghidra_pseudo``; ``load_eval_set`` picks the loader by schema).
+
+Two re-executability protocols (``PROTOCOLS``) differ only in where the ``#include`` lines go:
+``sk2decompile`` (``evaluate_exe.py``) compiles ``func_dep + "\n" + candidate + "\n" + test`` -- the gold
+function's dependencies first, the test (with its own includes) after the candidate; for the legacy files
+``func_dep`` is the include lines of ``c_func``. ``llm4decompile`` (the older harness) moves every line
+containing ``#include`` (the test's too) above the candidate, so a candidate using a type only the test's
+headers declare (``bool``, ...) compiles there and not under ``sk2decompile``. In both, the program is
+compiled with ``gcc -O0 ... -lm`` and passes iff it exits 0 within the time limit.
+
+Under ``llm4decompile``, every line containing ``#include`` is collected from the task's gold function and from its test (and
 removed from them); the decompiled function is compiled alone after those includes (``gcc -S``: the
 "compilable" flag), then ``includes + decompiled + test`` is compiled with ``gcc -O0 ... -lm`` and run
 in the sandbox with a time limit. A task passes iff the program exits with status 0 (the test is a
@@ -32,6 +43,9 @@ LEVELS = ("O0", "O1", "O2", "O3")
 SKELETON_PROMPT = "# This is the assembly code:\n{code}\n# What is the source code?\n"
 SKIN_PROMPT = "# This is the normalized code:\n{code}\n# What is the source code?\n"
 HE_FIELDS = ("task_id", "type", "c_func", "c_test", "input_asm_prompt")
+# SK²Decompile's evaluation files (Decompile-Bench-Eval rows; sk2decompile/evaluation/data/*_normsrcpseudo.json)
+NSP_FIELDS = ("index", "func_name", "func_dep", "func", "test", "opt", "language", "ida_pseudo", "ghidra_pseudo")
+PROTOCOLS = ("sk2decompile", "llm4decompile")
 
 
 class EvalDataError(ValueError):
@@ -44,8 +58,10 @@ class DecompileTask:
     opt: str
     c_func: str
     c_test: str
-    pseudo: str  # the file's input_asm_prompt (Ghidra pseudo-code, or objdump asm for the -obj file)
+    pseudo: str  # model input: input_asm_prompt (legacy files) or ida_pseudo (normsrcpseudo files)
     func_name: str = "func0"
+    func_dep: str | None = None  # normsrcpseudo: the gold function's dependencies (None: c_func's includes)
+    decompiled: tuple[tuple[str, str], ...] = ()  # normsrcpseudo: (("ida", ida_pseudo), ("ghidra", ...))
 
     @property
     def key(self) -> str:
@@ -93,6 +109,117 @@ def load_humaneval_decompile(path: str | os.PathLike, levels: Sequence[str] = LE
     return tasks
 
 
+def _read_json_list(path: Path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise EvalDataError(f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
+    if not isinstance(data, list):
+        raise EvalDataError(f"{path}: expected a JSON list of tasks, got {type(data).__name__}")
+    return data
+
+
+def _first_per_level(tasks: list[DecompileTask], levels: Sequence[str], n: int | None) -> list[DecompileTask]:
+    if n is None:
+        return tasks
+    keep: list[DecompileTask] = []
+    for level in levels:
+        ids = set(sorted({t.task_id for t in tasks if t.opt == level})[:n])
+        keep.extend(t for t in tasks if t.opt == level and t.task_id in ids)
+    return keep
+
+
+def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, tasks_per_level: int | None = None,
+                       language: str = "c") -> list[DecompileTask]:
+    """Read an SK²Decompile evaluation file (``humaneval_normsrcpseudo.json`` / ``mbpp_normsrcpseudo.json``).
+
+    A JSON list of objects with ``NSP_FIELDS`` (extra fields such as ``ida_pseudo_norm`` or ``asm`` are
+    ignored). Rows of another ``language`` are skipped, as ``evaluate_exe.py`` selects ``language == 'c'``.
+    The model input is ``ida_pseudo`` (normalised by this project's normaliser at inference); the raw
+    ``ida_pseudo`` / ``ghidra_pseudo`` are the decompiler baseline rows.
+    """
+    path = Path(path)
+    tasks: list[DecompileTask] = []
+    for i, row in enumerate(_read_json_list(path)):
+        if not isinstance(row, dict):
+            raise EvalDataError(f"{path}: entry {i}: expected an object, got {type(row).__name__}")
+        for field in NSP_FIELDS:
+            if field not in row:
+                raise EvalDataError(f"{path}: entry {i}: missing field {field!r}")
+        for field in NSP_FIELDS[1:]:
+            if not isinstance(row[field], str):
+                raise EvalDataError(f"{path}: entry {i}: field {field!r} must be a string")
+        if row["language"] != language:
+            continue
+        if row["opt"] not in LEVELS:
+            raise EvalDataError(f"{path}: entry {i}: field 'opt' is {row['opt']!r}, expected one of {LEVELS}")
+        try:
+            index = int(row["index"])
+        except (TypeError, ValueError) as exc:
+            raise EvalDataError(f"{path}: entry {i}: field 'index' is not an integer: {row['index']!r}") from exc
+        if not _NAME_RE.match(row["func_name"]):
+            raise EvalDataError(f"{path}: entry {i}: field 'func_name' is not a C identifier: {row['func_name']!r}")
+        if row["opt"] in levels:
+            tasks.append(DecompileTask(index, row["opt"], row["func"], row["test"], row["ida_pseudo"],
+                                       func_name=row["func_name"], func_dep=row["func_dep"],
+                                       decompiled=(("ida", row["ida_pseudo"]), ("ghidra", row["ghidra_pseudo"]))))
+    return _first_per_level(tasks, levels, tasks_per_level)
+
+
+def fetch_eval_file(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                    timeout: float = 120.0) -> Path:
+    """A local path for ``source``: the path itself, or an http(s) URL downloaded once into ``cache_dir``."""
+    import urllib.error
+    import urllib.request
+
+    from codegrpo.io import atomic_path
+
+    text = str(source)
+    if not text.startswith(("http://", "https://")):
+        path = Path(text)
+        if not path.is_file():
+            raise FileNotFoundError(f"evaluation set {path} does not exist")
+        return path
+    cache = Path(cache_dir or os.environ.get("CODEGRPO_EVAL_CACHE", Path.home() / ".cache" / "codegrpo" / "eval"))
+    name = hashlib.sha256(text.encode()).hexdigest()[:16] + "-" + Path(text.split("?")[0]).name
+    dest = cache / name
+    if dest.is_file():
+        return dest
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(text, timeout=timeout) as resp, atomic_path(dest) as tmp:
+            with open(tmp, "wb") as fh:
+                while chunk := resp.read(1 << 20):
+                    fh.write(chunk)
+    except urllib.error.URLError as exc:
+        raise EvalDataError(f"{text}: download failed: {exc}") from exc
+    log.info("downloaded %s to %s", text, dest)
+    return dest
+
+
+def detect_schema(path: str | os.PathLike) -> str:
+    """``normsrcpseudo`` or ``humaneval_legacy``, from the first entry's fields."""
+    path = Path(path)
+    data = _read_json_list(path)
+    first = data[0] if data and isinstance(data[0], dict) else {}
+    if "func_dep" in first:
+        return "normsrcpseudo"
+    if "c_func" in first:
+        return "humaneval_legacy"
+    raise EvalDataError(f"{path}: entry 0: neither the normsrcpseudo fields {NSP_FIELDS} nor the "
+                        f"HumanEval-Decompile fields {HE_FIELDS}")
+
+
+def load_eval_set(source: str | os.PathLike, levels: Sequence[str] = LEVELS, tasks_per_level: int | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> list[DecompileTask]:
+    """Load either schema from a path or URL (see ``load_normsrcpseudo`` / ``load_humaneval_decompile``)."""
+    path = fetch_eval_file(source, cache_dir)
+    if detect_schema(path) == "normsrcpseudo":
+        return load_normsrcpseudo(path, levels, tasks_per_level)
+    return load_humaneval_decompile(path, levels, tasks_per_level)
+
+
 # --------------------------------------------------------------------------------------------------------
 # Program assembly (legacy harness) and function-name restoration (reference inference script)
 
@@ -113,10 +240,21 @@ def split_includes(*texts: str) -> tuple[list[str], list[str]]:
     return includes, stripped
 
 
-def build_programs(decompiled: str, c_func: str, c_test: str) -> tuple[str, str]:
-    """Return (function-only translation unit, full test program) as the legacy harness assembles them."""
-    includes, (_, test_body) = split_includes(c_func, c_test)
-    head = "\n".join(includes)
+def build_programs(decompiled: str, c_func: str, c_test: str, protocol: str = "llm4decompile",
+                   func_dep: str | None = None) -> tuple[str, str]:
+    """Return (function-only translation unit, full test program) as the chosen protocol assembles them.
+
+    ``sk2decompile``: ``func_dep + "\n" + candidate + "\n" + test`` (``func_dep`` defaults to the include
+    lines of ``c_func``). ``llm4decompile``: every include line of ``c_func`` and ``c_test`` first, then the
+    candidate, then the test without its includes.
+    """
+    if protocol == "sk2decompile":
+        dep = func_dep if func_dep is not None else "\n".join(split_includes(c_func)[0])
+        return f"{dep}\n{decompiled}\n", f"{dep}\n{decompiled}\n{c_test}"
+    if protocol != "llm4decompile":
+        raise ValueError(f"unknown re-executability protocol {protocol!r}; known: {PROTOCOLS}")
+    includes, (dep_body, _, test_body) = split_includes(func_dep or "", c_func, c_test)
+    head = "\n".join(includes + ([dep_body] if dep_body.strip() else []))
     only_func = f"{head}\n{decompiled}\n"
     full = f"{head}\n{decompiled}\n{test_body}\n"
     return only_func, full
@@ -185,7 +323,7 @@ def make_sandbox(workers: int = 1, limits: Mapping | None = None):
 
 def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], *, workers: int = 1,
                     timeout: float = 10.0, restore_names: bool = True, sandbox_limits: Mapping | None = None,
-                    desc: str = "re-executability") -> dict:
+                    desc: str = "re-executability", protocol: str = "llm4decompile") -> dict:
     """Score ``outputs`` (task key -> decompiled C; a missing key scores as an empty output).
 
     Identical programs are compiled and run once. Returns per-level and average rates plus per-task records.
@@ -199,7 +337,7 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
         text = outputs.get(task.key, "")
         if restore_names:
             text = restore_function_name(text, task.func_name)
-        only_func, full = build_programs(text, task.c_func, task.c_test)
+        only_func, full = build_programs(text, task.c_func, task.c_test, protocol, task.func_dep)
         digest = hashlib.sha256((only_func + "\0" + full).encode()).hexdigest()
         jobs.setdefault(digest, (only_func, full))
         task_prog.append((task, digest, text))
@@ -220,6 +358,7 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
         records.append({"task_id": task.task_id, "opt": task.opt, "compiled": o.compiled, "passed": o.passed,
                         "stage": o.stage, "detail": o.detail, "output": text})
     summary = summarize_records(records)
+    summary["protocol"] = protocol
     log.info("%s: %d tasks (%d distinct programs, %d empty outputs), re-executability avg %.2f%%, "
              "compilable avg %.2f%%, %.1f s", desc, len(records), len(jobs), sum(r["stage"] == "empty" for r in records),
              summary["reexec_avg"], summary["compile_avg"], time.time() - t0)
@@ -357,30 +496,50 @@ def mean(xs: Sequence[float]) -> float:
 
 
 BASELINES = {
-    "gold": ("Gold source (sanity check)", "the benchmark's own c_func (includes moved to the top)"),
-    "ghidra": ("Ghidra pseudo-code (raw)", "the Ghidra file's input_asm_prompt, unmodified"),
+    "gold": ("Gold source (sanity check)", "the benchmark's own gold function"),
+    "ghidra": ("Ghidra pseudo-code (raw)", "Ghidra pseudo-code, unmodified (name restored)"),
+    "ida": ("IDA pseudo-code (raw)", "IDA Pro pseudo-code (ida_pseudo), unmodified (name restored)"),
 }
+
+
+def baseline_outputs(kind: str, tasks: Sequence[DecompileTask], protocol: str, source: str = "") -> dict[str, str]:
+    """The outputs of a row that needs no model, per task key."""
+    if kind not in BASELINES:
+        raise ValueError(f"unknown baseline {kind!r}; known: {sorted(BASELINES)}")
+    out = {}
+    for t in tasks:
+        if kind == "gold":
+            # sk2decompile: the func field as is (its includes live in func_dep); llm4decompile: includes moved up
+            out[t.key] = (t.c_func if protocol == "sk2decompile" and t.func_dep is not None
+                          else split_includes(t.c_func)[1][0].strip() + "\n")
+        elif t.decompiled:
+            out[t.key] = dict(t.decompiled)[kind]
+        elif kind == "ghidra":
+            out[t.key] = t.pseudo
+        else:
+            raise EvalDataError(f"{source}: the {kind!r} row needs an evaluation file with {kind}_pseudo fields "
+                                f"(normsrcpseudo schema)")
+    return out
 
 
 def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.PathLike, *, levels=LEVELS,
                  tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
-                 sandbox_limits: Mapping | None = None, cfg: Mapping | None = None) -> dict:
-    """Score a row that needs no model: ``gold`` (must be 100%) or ``ghidra`` (the raw decompiler output)."""
+                 sandbox_limits: Mapping | None = None, cfg: Mapping | None = None,
+                 benchmark: str = "humaneval_decompile", protocol: str = "llm4decompile",
+                 cache_dir: str | os.PathLike | None = None) -> dict:
+    """Score a row that needs no model: ``gold`` (must be 100%), ``ghidra`` or ``ida`` (raw decompiler output)."""
     from codegrpo.eval import provenance
     from codegrpo.io import write_json
 
     if kind not in BASELINES:
         raise ValueError(f"unknown baseline {kind!r}; known: {sorted(BASELINES)}")
-    tasks = load_humaneval_decompile(data_path, levels, tasks_per_level)
-    if kind == "gold":
-        outputs = {t.key: split_includes(t.c_func)[1][0].strip() + "\n" for t in tasks}
-    else:
-        outputs = {t.key: t.pseudo for t in tasks}
+    tasks = load_eval_set(data_path, levels, tasks_per_level, cache_dir)
+    outputs = baseline_outputs(kind, tasks, protocol, str(data_path))
     res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
-                          desc=f"re-exec {kind}")
+                          desc=f"re-exec {kind} {benchmark}", protocol=protocol)
     label, note = BASELINES[kind]
-    result = {"kind": "decompile", "benchmark": "humaneval_decompile", "system": kind, "label": label,
-              "variant": None, "input_note": note, "data": str(data_path),
+    result = {"kind": "decompile", "benchmark": benchmark, "system": kind, "label": label,
+              "variant": None, "input_note": note, "data": str(data_path), "protocol": protocol,
               "provenance": provenance(None, dict(cfg or {}), gcc=_gcc()), **res}
     write_json(out_path, result)
     return result
@@ -397,28 +556,33 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
                levels=LEVELS, tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
                label: str | None = None, variant: str | None = None, identifier: bool = False,
                embedding: Mapping | None = None, normalizer_style: str = DEFAULT_STYLE,
-               sandbox_limits: Mapping | None = None, cfg: Mapping | None = None) -> dict:
+               sandbox_limits: Mapping | None = None, cfg: Mapping | None = None,
+               benchmark: str = "humaneval_decompile", protocol: str = "llm4decompile",
+               cache_dir: str | os.PathLike | None = None) -> dict:
     """Two-phase inference with the given model folders, then re-executability (and identifier quality)."""
     from codegrpo.eval import provenance, training_runs
     from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
 
     t0 = time.time()
-    tasks = load_humaneval_decompile(data_path, levels, tasks_per_level)
+    tasks = load_eval_set(data_path, levels, tasks_per_level, cache_dir)
+    ida_inputs = bool(tasks) and bool(tasks[0].decompiled)
     skeleton = make_generator(skeleton_dir, settings, backend)
     skin = make_generator(skin_dir, settings, backend) if skin_dir else None
     gen = two_phase(tasks, skeleton, skin, make_normalizer(normalizer_style))
     outputs = {k: v["output"] for k, v in gen.items()}
     res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
-                          desc=f"re-exec {name}")
+                          desc=f"re-exec {name} {benchmark}", protocol=protocol)
     for rec in res["records"]:
         g = gen[f"{rec['task_id']}_{rec['opt']}"]
         rec["input"], rec["ir"] = g["input"], g["ir"]
     result = {
-        "kind": "decompile", "benchmark": "humaneval_decompile", "system": name, "label": label or name,
-        "variant": variant,
-        "input_note": "Ghidra pseudo-code through this project's pseudo-code normaliser (the reference uses "
-                      "IDA-normalised pseudo-code, not available here)",
+        "kind": "decompile", "benchmark": benchmark, "system": name, "label": label or name,
+        "variant": variant, "protocol": protocol,
+        "input_note": ("IDA pseudo-code (ida_pseudo) through this project's pseudo-code normaliser, as the paper"
+                       if ida_inputs else
+                       "Ghidra pseudo-code through this project's pseudo-code normaliser (the reference uses "
+                       "IDA-normalised pseudo-code, not in this evaluation file)"),
         "data": str(data_path),
         "models": {"skeleton": str(skeleton_dir), "skin": str(skin_dir) if skin_dir else None},
         "backend": skeleton.backend,
@@ -427,7 +591,7 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
         **res,
     }
     if identifier:
-        refs = [split_includes(t.c_func)[1][0] for t in tasks]
+        refs = [split_includes(t.c_func)[1][0] for t in tasks]  # the gold function without includes
         scores = identifier_scores([outputs[t.key] for t in tasks], refs, embedding=embedding)
         result["identifier"] = {"mean": mean(scores), "n": len(scores),
                                 "embedding": dict(embedding or {})}

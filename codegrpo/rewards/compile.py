@@ -39,7 +39,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -48,6 +47,8 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+from codegrpo.procgroup import run_group
 
 log = logging.getLogger(__name__)
 
@@ -238,23 +239,14 @@ def check_compiler(env: dict | None = None, cwd: str | None = None) -> None:
 
 
 def _run(argv: list[str], cwd: str, env: dict, timeout: float) -> int | None:
-    """Run one gcc command in its own process group; return its exit status, or None on timeout/start failure."""
+    """Run one gcc command in its own process group; return its exit status, or None on timeout/start failure.
+
+    On a timeout the whole group (gcc's children ``cc1``, ``as`` too) is killed."""
     try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-        )
+        res = run_group(argv, timeout=timeout, cwd=cwd, env=env, capture=False)
     except OSError:
         return None
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # gcc's children (cc1, as) too
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        return None
+    return None if res.timed_out else res.returncode
 
 
 def compile_reference(header, solution, timeout: float = TIMEOUT_S) -> float:
