@@ -7,24 +7,8 @@
 # changed, is moved aside to results/runs/<stage>.prev-<timestamp>/ and trained again from the start.
 
 # One rule body, used by name for each stage (rule names skeleton_rl_train, skin_rl_train; their resources
-# differ per stage, which a wildcard rule cannot express as resource keys).
-# stage -> (RL data of, run it starts from, config sections its reward reads)
-RL_STAGES = {
-    "skeleton_rl": ("skeleton", "sft_skeleton", ("compile_reward",)),
-    "skin_rl": ("skin", "sft_skin", ("embedding", "compile_reward")),
-}
-
-
-def rl_params(stage):
-    data_stage, init_run, sections = RL_STAGES[stage]
-    return {
-        "stage": stage,
-        "cfg": training_cfg(stage, *sections),
-        "train": res("data", "rl", f"{data_stage}.train.parquet"),
-        "val": res("data", "rl", f"{data_stage}.val.parquet"),
-        "init_model": run_hf(init_run),
-        "run_dir": res("runs", stage),
-    }
+# differ per stage, which a wildcard rule cannot express as resource keys). RL_STAGES and rl_params live in
+# rules/training_common.smk.
 
 
 rule skeleton_rl_train:

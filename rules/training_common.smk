@@ -79,3 +79,22 @@ def rl_inputs(stage, data_stage, init_run):
         }
 
     return inputs
+
+
+# stage -> (RL data of, run it starts from, config sections its reward reads)
+RL_STAGES = {
+    "skeleton_rl": ("skeleton", "sft_skeleton", ("compile_reward",)),
+    "skin_rl": ("skin", "sft_skin", ("embedding", "compile_reward")),
+}
+
+
+def rl_params(stage):
+    data_stage, init_run, sections = RL_STAGES[stage]
+    return {
+        "stage": stage,
+        "cfg": training_cfg(stage, *sections),
+        "train": res("data", "rl", f"{data_stage}.train.parquet"),
+        "val": res("data", "rl", f"{data_stage}.val.parquet"),
+        "init_model": run_hf(init_run),
+        "run_dir": lambda w, output: os.path.dirname(output.done),
+    }
