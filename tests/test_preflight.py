@@ -62,8 +62,8 @@ def test_rows_checked_in_the_job_before_the_model_loads(local, tmp_path):
     train = tmp_path / "train.parquet"
     df.to_parquet(train)
     with pytest.raises(preflight.PreflightError, match=r"skeleton_rl.train_batch_size = 5 but .* only 3 rows"):
-        run_grpo(cfg, "skeleton_rl", train_files=str(train), val_files=str(train), init_model="nohub/none",
-                 run_dir=tmp_path / "run")
+        run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=str(train), val_files=str(train),
+                 init_model="nohub/none", run_dir=tmp_path / "run")
 
 
 def test_topology_tensor_parallel_and_batch_split(paper):
