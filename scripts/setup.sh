@@ -41,4 +41,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q -e ".[dev]"
   touch "$stamp"
 fi
+# Psyche-C (header inference, docs/data.md): built from its source archive beside the checkout
+# (../shared/vendor/psychec) or from PSYCHEC_SRC (a clone of its `original` branch) into build/psychec;
+# skipped when already built there.
+psychec_src="${PSYCHEC_SRC:-$(ls ../shared/vendor/psychec/psychec-original-*.tar.gz 2>/dev/null | head -n1)}"
+if [ -n "$psychec_src" ]; then
+  bash scripts/build_psychec.sh "$psychec_src" build/psychec
+else
+  echo "[setup] Psyche-C source not found (set PSYCHEC_SRC): headers come from the data only"
+fi
 echo "[setup] ready: $(.venv/bin/python -c 'import torch, verl, snakemake; print("torch", torch.__version__, "verl", verl.__version__, "snakemake", snakemake.__version__)' 2>/dev/null | tail -1)"

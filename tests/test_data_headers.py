@@ -1,8 +1,9 @@
 """Header validation with the real gcc, and the Psyche-C adapter (absent, and present via stand-in scripts).
 
-Psyche-C is not installed here. Its absence is tested directly; the present path is tested with small
-executable shell scripts named psychecgen / psychecsolver-exe on PATH, which exercise the adapter's process
-handling (arguments, exit codes, missing output, timeouts with lingering children) and its memo.
+Its absence is tested directly (nothing on PATH, no build directory); the failure modes of the present
+path are tested with small executable shell scripts named psychecgen / psychecsolver-exe on PATH, which
+exercise the adapter's process handling (arguments, exit codes, missing output, timeouts with lingering
+children) and its memo. The real tool is tested in test_psychec_real.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import codegrpo.data.headers as headers_mod
 from codegrpo.data.headers import PsycheC, gcc_syntax_check, gcc_version, run_limited, ToolTimeout, validate_headers
 from codegrpo.data.ingest import ingest_dataset
 
@@ -57,20 +59,37 @@ def test_gcc_syntax_check():
     assert not gcc_syntax_check(None, CODE)[0]
 
 
+@pytest.fixture
+def no_psychec(monkeypatch, tmp_path):
+    """Psyche-C absent: not on PATH and no build directory."""
+    monkeypatch.setattr(headers_mod, "BUILD_DIRS", [])
+    if PsycheC().available:
+        pytest.fail("psychecgen / psychecsolver-exe are on the system PATH: these tests need them absent")
+
+
 def test_psychec_absent(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
+    monkeypatch.setattr(headers_mod, "BUILD_DIRS", [])
     p = PsycheC()
     assert not p.available and p.generate(CODE) is None
     with pytest.raises(FileNotFoundError, match="not found"):
         PsycheC(gen=str(tmp_path / "psychecgen"))
 
 
-def test_shipped_rl_headers(data_dir):
+def test_psychec_found_in_build_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    (tmp_path / "b").mkdir()
+    for name in ("psychecgen", "psychecsolver-exe"):
+        _script(tmp_path / "b" / name, "exit 0\n")
+    monkeypatch.setattr(headers_mod, "BUILD_DIRS", [tmp_path / "b"])
+    p = PsycheC()
+    assert p.available and p.gen == str(tmp_path / "b" / "psychecgen")
+
+
+def test_shipped_rl_headers(data_dir, no_psychec):
     recs = ingest_dataset("rl", {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"),
                                  "shape": "verl", "stage": "skeleton"}).records
     out, summary = validate_headers(recs, psychec=PsycheC(gen=None, solver=None), workers=2)
-    if PsycheC().available:
-        pytest.skip("Psyche-C is installed here; the pinned counts are for headers from the data only")
     assert summary["gcc_version"] == gcc_version()
     statuses = {r["index"]: r["header_status"] for r in out}
     missing = [i for i, s in statuses.items() if s == "missing"]
@@ -82,12 +101,10 @@ def test_shipped_rl_headers(data_dir):
     assert [r["id"] for r in out] == [r["id"] for r in recs]  # order kept, nothing removed
 
 
-def test_fails_status_and_reason():
+def test_fails_status_and_reason(no_psychec):
     recs = [{"id": "a", "header": HEADER, "target": CODE},
             {"id": "b", "header": "int var2;", "target": CODE},
             {"id": "c", "header": None, "target": CODE}]
-    if PsycheC().available:
-        pytest.skip("Psyche-C is installed here: the null header would be regenerated")
     out, summary = validate_headers(recs)
     assert [r["header_status"] for r in out] == ["ok", "fails", "missing"]
     assert "type1" in out[1]["header_reason"]

@@ -78,7 +78,7 @@ def test_every_conda_directive_names_an_env_with_its_post_deploy_script():
 
 def test_training_rules_use_the_train_env_and_data_rules_the_light_one():
     text = {p.stem: p.read_text() for p in (REPO / "rules").glob("*.smk")}
-    for stem in ("sft", "skeleton_rl", "skin_rl", "dhrcl"):
+    for stem in ("sft", "rl", "dhrcl"):
         assert "envs/train.yaml" in text[stem] and "envs/data.yaml" not in text[stem], stem
     for stem in ("data", "tables"):
         assert "envs/data.yaml" in text[stem] and "envs/train.yaml" not in text[stem], stem

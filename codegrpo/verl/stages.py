@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from codegrpo import preflight
 from codegrpo.io import write_json
 from codegrpo.models import export_hf, import_checkpoint
 from codegrpo.verl import checkpoints
@@ -143,8 +144,9 @@ def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_f
     if src:
         return _import(run_dir, src, record, t0)
     check_model(init_model)
-    log.info("%s: %d training rows, %d validation rows", run, check_parquet(train_files, "sft"),
-             check_parquet(val_files, "sft"))
+    rows = check_parquet(train_files, "sft")
+    log.info("%s: %d training rows, %d validation rows", run, rows, check_parquet(val_files, "sft"))
+    preflight.stage_checks(cfg, "sft", rows=rows, model_dir=init_model, files=str(train_files))
     launch = sft_launch(cfg, which, train_files=train_files, val_files=val_files, model_path=init_model,
                         run_dir=run_dir)
     _run_launch(launch, run_dir)
@@ -285,8 +287,13 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
         write_json(run_dir / FINISHED_FILE, {"finished_at": out["finished_at"]})
         return out
     check_model(init_model)
-    log.info("%s: %d training prompts, %d validation prompts", run, check_parquet(train_files, "rl"),
-             check_parquet(val_files, "rl"))
+    rows = check_parquet(train_files, "rl")
+    log.info("%s: %d training prompts, %d validation prompts", run, rows, check_parquet(val_files, "rl"))
+    # the preflight of the config section behind the run (skeleton_rl, skin_rl, dhrcl-<variant> -> dhrcl);
+    # other runs (the learning checks) carry their own section
+    stage = "dhrcl" if run.startswith("dhrcl-") else run
+    if stage in preflight.training_sections(cfg):
+        preflight.stage_checks(cfg, stage, rows=rows, model_dir=init_model, files=str(train_files))
     launch = settings_launch(cfg, settings, run_dir, env=env, reward_path=reward_path, hook=hook)
     _run_launch(launch, run_dir)
     ckpt_dir = run_dir / "checkpoints"

@@ -1,0 +1,89 @@
+"""Resources of a stage's jobs, from the validated config (what a rule's ``resources:`` directive gets).
+
+``stage_resources(config, stage)`` merges ``cluster.default_resources`` with ``cluster.stages.<stage>`` and
+turns GPUs into what the SLURM executor plugin understands (docs/cluster.md):
+
+* mem_mb -> --mem (per node), runtime -> -t, cpus_per_task -> --cpus-per-task, nodes -> --nodes,
+  partition/account/qos -> -p/-A/--qos, slurm_extra appended verbatim;
+* GPUs per node (none with device cpu): on one node ``gpu`` (+``gpu_model``) -> --gpus=N; on several nodes
+  ``gres`` -> --gres=gpu[:model]:N, which is per node (the plugin's --gpus is a job total, and its job step
+  would ask for all of them on the first node).
+
+GPU topology is stated in one place. A training stage (a config section with ``nnodes`` /
+``n_gpus_per_node``, itself or in its ``training`` subsection: sft, skeleton_rl, skin_rl, dhrcl) takes its
+nodes and GPUs per node from that section, which is also what verl is told; ``cluster.stages.<stage>``
+may not repeat them (:class:`ResourceError` names the key to delete). Other stages (evaluate, data ...)
+take ``gpu`` / ``nodes`` from ``cluster``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ResourceError", "stage_resources", "training_topology"]
+
+
+class ResourceError(ValueError):
+    """The config states a stage's resources inconsistently."""
+
+
+def _training_section(config: dict, stage: str) -> tuple[str, dict] | None:
+    """(config path, section) holding the stage's nnodes / n_gpus_per_node, or None for other stages."""
+    section = config.get(stage)
+    if not isinstance(section, dict):
+        return None
+    if "nnodes" in section or "n_gpus_per_node" in section:
+        return stage, section
+    sub = section.get("training")
+    if isinstance(sub, dict) and ("nnodes" in sub or "n_gpus_per_node" in sub):
+        return f"{stage}.training", sub
+    return None
+
+
+def training_topology(config: dict, stage: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) of a training stage as verl runs it (1 x 1 with device cpu); None otherwise."""
+    found = _training_section(config, stage)
+    if found is None:
+        return None
+    _, section = found
+    if config["device"] == "cpu":
+        return 1, 1
+    return int(section.get("nnodes", 1)), int(section.get("n_gpus_per_node", 1))
+
+
+def stage_resources(config: dict, stage: str) -> dict:
+    """Snakemake resources of ``stage``'s jobs; ``config`` is the schema-validated config."""
+    cl = config["cluster"]
+    out = dict(cl["default_resources"])
+    explicit = dict(cl.get("stages", {}).get(stage, {}))
+    found = _training_section(config, stage)
+    if found is not None:
+        path, section = found
+        for res_key, key in (("nodes", "nnodes"), ("gpu", "n_gpus_per_node")):
+            if res_key in explicit:
+                raise ResourceError(
+                    f"config: cluster.stages.{stage}.{res_key} is set, but the {stage} stage's topology comes "
+                    f"from {path}.{key} (what verl is told); delete cluster.stages.{stage}.{res_key} and set "
+                    f"{path}.{key}"
+                )
+        out.update(explicit)
+        if config["device"] != "cpu":
+            out["nodes"] = int(section.get("nnodes", 1))
+            out["gpu"] = int(section.get("n_gpus_per_node", 1))
+    else:
+        out.update(explicit)
+    gpus = out.pop("gpu", 0)
+    if config["device"] == "cpu":
+        gpus = 0
+    model = cl.get("gpu_model")
+    if gpus and out.get("nodes", 1) > 1:
+        out["gres"] = f"gpu:{model}:{gpus}" if model else f"gpu:{gpus}"
+    elif gpus:
+        out["gpu"] = gpus
+        if model:
+            out["gpu_model"] = model
+    for key, flag in (("partition", "slurm_partition"), ("account", "slurm_account"), ("qos", "qos")):
+        if cl.get(key):
+            out[flag] = cl[key]
+    extra = " ".join(x for x in (cl.get("slurm_extra"), out.pop("slurm_extra", None)) if x)
+    if extra:
+        out["slurm_extra"] = extra
+    return out

@@ -1,0 +1,233 @@
+"""SK²Decompile training-data generation from (pseudo-code, source) pairs (spec sk2decompile.md §4, §7).
+
+Input: LLM4Decompile's ``decompile-ghidra-100k`` (``instruction`` = Ghidra pseudo-code prompt, ``output`` =
+source) by hub id through ``datasets``, or any local JSONL / JSON / Parquet file with configured field names
+(loaded through the same ``datasets`` call). Steps, each counted in ``summary.json``:
+
+1. ``normalize``: the pseudo-code normaliser of the data stage (:func:`codegrpo.data.normalize.normalize_pseudo`);
+2. ``obfuscate``: source → IR (:mod:`codegrpo.data.obfuscate`), keeping the names the normalised pseudo-code shows;
+3. ``format``: comment removal + clang-format + blank lines dropped, for the IR and for the source;
+4. ``headers``: Psyche-C infers the header of the IR; ``validate``: header + IR must pass ``gcc -fsyntax-only``;
+5. ``dedup`` (normalised IR), ``decontaminate`` (normalised function bodies of the evaluation sets), ``split``.
+
+Outputs (shapes of the shipped example files, so the existing data stages ingest them unchanged):
+``sft_pseudo2ir.jsonl`` and ``sft_ir2src.jsonl`` (alpaca: instruction / input / output), ``rl_skeleton.jsonl``
+and ``rl_skin.jsonl`` (verl rows; the skeleton rows carry ``extra_info.header``). Every record carries its
+provenance (source dataset, row id, optimisation level) in ``provenance`` / ``extra_info.provenance``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from pathlib import Path
+
+from codegrpo.data.headers import PsycheC, gcc_syntax_check
+from codegrpo.data.ingest import PROMPT_WRAPPERS, DataError, unwrap_prompt, wrap_prompt
+from codegrpo.data.normalize import (
+    ClangFormatError, clang_format, drop_blank_lines, find_clang_format, normalize_pseudo, remove_comments,
+)
+from codegrpo.data.obfuscate import obfuscate, visible_names
+from codegrpo.io import atomic_group, write_json, write_jsonl
+
+log = logging.getLogger(__name__)
+
+OUTPUTS = ("sft_pseudo2ir", "sft_ir2src", "rl_skeleton", "rl_skin")
+_OPT = re.compile(r"\bO[0-3s]\b")
+
+
+def load_rows(src: dict) -> tuple[list[dict], str]:
+    """Rows of the configured source and its name. ``src``: ``hub_id`` (+ ``split``, ``cache_dir``) or ``path``."""
+    import datasets
+
+    if src.get("path"):
+        path = Path(src["path"])
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: generation source file not found")
+        builder = "parquet" if path.suffix == ".parquet" else "json"
+        ds = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=src.get("cache_dir"))
+        name = str(path)
+    else:
+        ds = datasets.load_dataset(src["hub_id"], split=src.get("split", "train"), cache_dir=src.get("cache_dir"))
+        name = src["hub_id"]
+    limit = src.get("limit")
+    rows = [dict(r) for r in (ds.select(range(min(limit, len(ds)))) if limit else ds)]
+    return rows, name
+
+
+def _unwrap_any(text: str) -> str:
+    for kind in PROMPT_WRAPPERS:
+        code = unwrap_prompt(kind, text)
+        if code is not None:
+            return code
+    return text
+
+
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.MULTILINE)
+
+
+def strip_includes(code: str) -> str:
+    """Sources in the releases start with their #include lines; the training targets (and Psyche-C) have none."""
+    return _INCLUDE.sub("", code)
+
+
+def format_code(code: str, exe: str, timeout: float, style: str) -> str:
+    return drop_blank_lines(clang_format(strip_includes(remove_comments(code)), exe, timeout, style)).strip()
+
+
+def body_key(code: str) -> str:
+    """Normalised function body for dedup / decontamination: comments, preprocessor lines and whitespace gone."""
+    text = remove_comments(code)
+    text = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    i = text.find("{")
+    body = text[i:] if i >= 0 else text
+    return hashlib.sha256(re.sub(r"\s+", "", body).encode("utf8")).hexdigest()
+
+
+def eval_keys(paths: list[dict]) -> tuple[set[str], dict[str, int]]:
+    """Body keys of the evaluation sets (each entry: ``path`` of a JSON array / JSONL and its code ``field``)."""
+    keys: set[str] = set()
+    counts: dict[str, int] = {}
+    for ent in paths:
+        path = Path(ent["path"])
+        text = path.read_text(encoding="utf8")
+        try:
+            rows = json.loads(text) if text.lstrip().startswith("[") else [
+                json.loads(ln) for ln in text.splitlines() if ln.strip()]
+        except json.JSONDecodeError as exc:
+            raise DataError(path, exc.lineno, "(json)", f"not JSON ({exc.msg})") from None
+        n = 0
+        for i, r in enumerate(rows):
+            code = r.get(ent["field"]) if isinstance(r, dict) else None
+            if not isinstance(code, str):
+                raise DataError(path, i + 1, ent["field"], "missing or not text")
+            keys.add(body_key(code))
+            n += 1
+        counts[str(path)] = n
+    return keys, counts
+
+
+def _split(key: str, seed: int, val_fraction: float) -> str:
+    h = int(hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return "val" if h < val_fraction else "train"
+
+
+def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: PsycheC, clang_format_path=None,
+             clang_format_timeout: float = 5.0, style: str = "Google", gcc: str = "gcc",
+             gcc_timeout: float = 10.0, contamination: set[str] = frozenset(), val_fraction: float = 0.1,
+             seed: int = 0) -> tuple[dict[str, list[dict]], dict]:
+    """Run all steps on ``rows``; return the four output lists and the summary (counts per step and reason)."""
+    exe = find_clang_format(clang_format_path)
+    pseudo_f, src_f, opt_f, id_f = fields["pseudo"], fields["source"], fields.get("opt"), fields.get("id")
+    steps = {s: {"in": 0, "kept": 0, "dropped_by_reason": {}} for s in
+             ("read", "normalize", "obfuscate", "format", "headers", "validate", "dedup", "decontaminate")}
+
+    def drop(step, reason):
+        d = steps[step]["dropped_by_reason"]
+        d[reason] = d.get(reason, 0) + 1
+
+    kept: list[dict] = []
+    seen: set[str] = set()
+    for i, row in enumerate(rows):
+        steps["read"]["in"] += 1
+        pseudo, source = row.get(pseudo_f), row.get(src_f)
+        if not isinstance(pseudo, str) or not isinstance(source, str) or not pseudo.strip() or not source.strip():
+            drop("read", f"field {pseudo_f!r} or {src_f!r} missing or empty")
+            continue
+        steps["read"]["kept"] += 1
+        rid = row.get(id_f) if id_f else i
+        opt = row.get(opt_f) if opt_f else None
+        if opt is None:  # decompile-ghidra-100k has no level field; its prompts do not name one either
+            m = _OPT.search(str(row.get("type", "")))
+            opt = m.group(0) if m else None
+        prov = {"source": source_name, "row": rid, "opt": opt}
+
+        steps["normalize"]["in"] += 1
+        norm, why = normalize_pseudo(_unwrap_any(pseudo), exe=exe, timeout=clang_format_timeout, style=style)
+        if norm is None:
+            drop("normalize", why.split(":")[0] if "clang-format" in why else re.sub(r"\d+", "N", why))
+            continue
+        steps["normalize"]["kept"] += 1
+
+        steps["obfuscate"]["in"] += 1
+        try:
+            ir_raw, mapping = obfuscate(strip_includes(remove_comments(source)), visible_names(norm))
+        except (UnicodeError, ValueError) as exc:
+            drop("obfuscate", type(exc).__name__)
+            continue
+        steps["obfuscate"]["kept"] += 1
+
+        steps["format"]["in"] += 1
+        try:
+            ir = format_code(ir_raw, exe, clang_format_timeout, style)
+            src = format_code(source, exe, clang_format_timeout, style)
+        except ClangFormatError as exc:
+            drop("format", str(exc).split(":")[0])
+            continue
+        steps["format"]["kept"] += 1
+
+        steps["headers"]["in"] += 1
+        header = psychec.generate(ir)
+        if header is None:
+            drop("headers", "Psyche-C failed" if psychec.available else "Psyche-C not available")
+            continue
+        steps["headers"]["kept"] += 1
+
+        steps["validate"]["in"] += 1
+        ok, err = gcc_syntax_check(header, ir, gcc=gcc, timeout=gcc_timeout)
+        if not ok:
+            drop("validate", "gcc timeout" if "timed out" in err else "gcc error")
+            continue
+        steps["validate"]["kept"] += 1
+
+        steps["dedup"]["in"] += 1
+        key = body_key(ir)
+        if key in seen:
+            drop("dedup", "duplicate IR")
+            continue
+        seen.add(key)
+        steps["dedup"]["kept"] += 1
+
+        steps["decontaminate"]["in"] += 1
+        if body_key(source) in contamination or body_key(src) in contamination:
+            drop("decontaminate", "function body in an evaluation set")
+            continue
+        steps["decontaminate"]["kept"] += 1
+        kept.append({"pseudo": norm, "ir": ir, "source": src, "header": header, "provenance": prov,
+                     "split": _split(key, seed, val_fraction), "renamed": len(mapping)})
+
+    out: dict[str, list[dict]] = {k: [] for k in OUTPUTS}
+    for idx, r in enumerate(kept):
+        prov = dict(r["provenance"], split=r["split"])
+        out["sft_pseudo2ir"].append({"instruction": "", "input": wrap_prompt("pseudo", r["pseudo"]),
+                                     "output": r["ir"], "system": "", "provenance": prov})
+        out["sft_ir2src"].append({"instruction": "", "input": wrap_prompt("normalized", r["ir"]),
+                                  "output": r["source"], "system": "", "provenance": prov})
+        out["rl_skeleton"].append({
+            "data_source": "sk2decompile_structure",
+            "prompt": [{"content": wrap_prompt("assembly", r["pseudo"]), "role": "user"}],
+            "ability": "decompile", "reward_model": {"ground_truth": r["ir"], "style": "rule"},
+            "extra_info": {"index": idx, "split": r["split"], "header": r["header"], "provenance": prov}})
+        out["rl_skin"].append({
+            "data_source": "sk2decompile_identifier",
+            "prompt": [{"content": wrap_prompt("normalized", r["ir"]), "role": "user"}],
+            "ability": "decompile", "reward_model": {"ground_truth": r["source"], "style": "rule"},
+            "extra_info": {"index": idx, "split": r["split"], "header": None, "provenance": prov}})
+    for s in steps.values():
+        s["dropped"] = sum(s["dropped_by_reason"].values())
+    summary = {"source": source_name, "rows": len(rows), "records": len(kept), "steps": steps,
+               "splits": {sp: sum(1 for r in kept if r["split"] == sp) for sp in ("train", "val")},
+               "psyche_c": psychec.describe(), "outputs": {k: len(v) for k, v in out.items()}}
+    log.info("generate: %d rows -> %d records (%s)", len(rows), len(kept),
+             {k: v["dropped"] for k, v in steps.items()})
+    return out, summary
+
+
+def write_outputs(out: dict[str, list[dict]], summary: dict, out_dir) -> None:
+    out_dir = Path(out_dir)
+    with atomic_group():
+        for k in OUTPUTS:
+            write_jsonl(out_dir / f"{k}.jsonl", out[k])
+        write_json(out_dir / "summary.json", summary)

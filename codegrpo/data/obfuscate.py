@@ -1,0 +1,124 @@
+"""Source → IR obfuscation for SK²Decompile data generation (spec sk2decompile.md §4, §7).
+
+The reference's obfuscation script is missing upstream; this is a reconstruction of its conventions, as
+seen in the shipped ``norm2code`` / ``pseudo2norm`` pairs: user-defined functions, types, variables and
+fields become ``funcN`` / ``typeN`` / ``varN`` / ``fieldN`` (one counter per kind, numbered from 1 in order
+of first appearance in the text); names the decompiler's pseudo-code still shows (library calls, external
+symbols, a function name kept in the binary's symbols) stay; literals, keywords, labels and the C built-in
+types stay.
+
+Identifiers are found and classified with the same tree-sitter-c rules as the skin reward
+(:func:`codegrpo.rewards.sk2d._classify`): ``type_identifier`` → type, ``field_identifier`` → field, an
+``identifier`` that is a function declarator's name or a call's callee → func, any other ``identifier`` →
+var. Functions and variables share C's ordinary namespace, so a name keeps the kind of its first
+appearance (a function pointer variable that is later called stays ``varN``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from codegrpo.rewards.compile import c_parser
+from codegrpo.rewards.sk2d import _classify
+
+PLACEHOLDER = re.compile(r"^(func|type|var|field)\d+$")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+# Names that are part of the language environment rather than of the program: kept even when the
+# pseudo-code does not show them (tree-sitter already parses NULL/true/false/TRUE/FALSE as literals and
+# the fixed-width integer types as primitive types).
+ALWAYS_KEEP = frozenset({
+    "main", "stdin", "stdout", "stderr", "errno", "EOF", "FILE", "va_list", "va_start", "va_end", "va_arg",
+    "sizeof", "offsetof", "assert", "__func__", "__FUNCTION__", "__LINE__", "__FILE__",
+})
+
+
+def visible_names(pseudo: str) -> set[str]:
+    """Every word of the pseudo-code: the names the decompiler still shows."""
+    return set(_WORD.findall(pseudo or ""))
+
+
+def obfuscate(source: str, keep: set[str] | frozenset[str] = frozenset()) -> tuple[str, dict[str, str]]:
+    """``(ir, mapping)``: ``source`` with user-defined names replaced; ``mapping`` original → placeholder.
+
+    ``keep``: names that stay (usually :func:`visible_names` of the pseudo-code).
+    """
+    data = source.encode("utf8")
+    tree = c_parser().parse(data)
+    nodes = []
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        kind = _classify(node)
+        if kind is not None:
+            nodes.append((node.start_byte, node.end_byte, kind, node.text.decode("utf8")))
+        stack.extend(node.children)
+    nodes.sort()
+    counters = {"func": 0, "type": 0, "var": 0, "field": 0}
+    mapping: dict[tuple[str, str], str] = {}
+    edits = []
+    for start, end, kind, name in nodes:
+        if name in keep or name in ALWAYS_KEEP or PLACEHOLDER.match(name):
+            continue
+        space = "ordinary" if kind in ("func", "var") else kind
+        key = (space, name)
+        if key not in mapping:
+            counters[kind] += 1
+            mapping[key] = f"{kind}{counters[kind]}"
+        edits.append((start, end, mapping[key]))
+    out = bytearray()
+    pos = 0
+    for start, end, repl in edits:
+        out += data[pos:start] + repl.encode("utf8")
+        pos = end
+    out += data[pos:]
+    return out.decode("utf8"), {name: ph for (_, name), ph in mapping.items()}
+
+
+def ir_kept_names(ir: str) -> set[str]:
+    """Names of an IR that are not placeholders (what the pseudo-code showed, for the agreement measure)."""
+    return {w for w in _WORD.findall(ir) if not PLACEHOLDER.match(w)}
+
+
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d\w*|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|\S")
+
+
+def tokens(code: str) -> list[str]:
+    """C tokens (identifiers, numbers, string / char literals, punctuation), whitespace ignored."""
+    return _TOKEN.findall(code)
+
+
+def agreement(ir: str, reference: str) -> dict:
+    """How close an IR is to the reference IR of the same function: token-sequence similarity (difflib ratio),
+    exact token match, and whether the placeholder sequences (funcN/typeN/varN/fieldN in text order) agree."""
+    import difflib
+
+    a, b = tokens(ir), tokens(reference)
+    ph_a = [t for t in a if PLACEHOLDER.match(t)]
+    ph_b = [t for t in b if PLACEHOLDER.match(t)]
+    return {"token_ratio": difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(), "exact": a == b,
+            "placeholders_equal": ph_a == ph_b,
+            "placeholder_ratio": difflib.SequenceMatcher(None, ph_a, ph_b, autojunk=False).ratio()}
+
+
+def measure_norm2code(path) -> dict:
+    """Agreement over a file of shipped ``norm2code`` pairs (input = wrapped reference IR, output = source).
+    The names the reference IR kept stand for what the pseudo-code showed."""
+    import json
+
+    from codegrpo.data.ingest import unwrap_prompt
+
+    per = []
+    with open(path, encoding="utf-8") as fh:
+        for ln in fh:
+            if not ln.strip():
+                continue
+            r = json.loads(ln)
+            ref = unwrap_prompt("normalized", r["input"])
+            ir, _ = obfuscate(r["output"], ir_kept_names(ref))
+            per.append(agreement(ir, ref))
+    n = len(per)
+    return {"pairs": n, "exact": sum(p["exact"] for p in per),
+            "placeholders_equal": sum(p["placeholders_equal"] for p in per),
+            "mean_token_ratio": round(sum(p["token_ratio"] for p in per) / n, 4) if n else None,
+            "mean_placeholder_ratio": round(sum(p["placeholder_ratio"] for p in per) / n, 4) if n else None}

@@ -1,0 +1,238 @@
+"""Preflight: configuration problems that would otherwise surface only after a job waited in the queue
+and loaded a model, caught when the workflow is planned (``snakemake -n``) and again in each training job
+before it loads a model.
+
+Every problem is reported with the config key to change and the fix; :class:`PreflightError` carries all
+problems found at once. The checks:
+
+* topology: tensor parallelism must divide the GPUs per node, and the (rollout) batch must split evenly
+  over nodes x GPUs per node (:func:`check_topology`);
+* batch sizes against the rows a stage really gets after split and filter (:func:`check_rows`);
+* a partition under the SLURM executor (:func:`check_partition`);
+* models that are neither a local path nor in the Hugging Face cache while ``HF_HUB_OFFLINE=1``
+  (:func:`check_offline`);
+* the wandb logger without ``WANDB_API_KEY`` or ``WANDB_MODE`` (:func:`check_wandb`);
+* prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = [
+    "PreflightError",
+    "check_lengths",
+    "check_offline",
+    "check_partition",
+    "check_rows",
+    "check_topology",
+    "check_wandb",
+    "plan_checks",
+    "raise_problems",
+    "stage_checks",
+    "training_sections",
+]
+
+RL_STAGES = ("skeleton_rl", "skin_rl")
+
+
+class PreflightError(ValueError):
+    """One or more configuration problems; ``problems`` lists them, each naming a config key and the fix."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("preflight found problems in the configuration:\n  - " + "\n  - ".join(self.problems))
+
+
+def raise_problems(problems: list[str]) -> None:
+    if problems:
+        raise PreflightError(problems)
+
+
+def training_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
+    """Training stage -> (config path of its settings, settings): sft, skeleton_rl, skin_rl, dhrcl."""
+    out: dict[str, tuple[str, Mapping]] = {"sft": ("sft", cfg["sft"])}
+    for stage in RL_STAGES:
+        out[stage] = (stage, cfg[stage])
+    if isinstance(cfg.get("dhrcl"), Mapping) and isinstance(cfg["dhrcl"].get("training"), Mapping):
+        out["dhrcl"] = ("dhrcl.training", cfg["dhrcl"]["training"])
+    return out
+
+
+def _imported(stage: str, section: Mapping) -> bool:
+    imp = section.get("import")
+    if stage == "sft":
+        return isinstance(imp, Mapping) and all(imp.get(k) for k in ("skeleton", "skin"))
+    return bool(imp)
+
+
+def check_topology(cfg: Mapping) -> list[str]:
+    """GPU topology (nnodes x n_gpus_per_node) against tensor parallelism and batch sizes (device gpu only)."""
+    if cfg["device"] == "cpu":
+        return []
+    problems = []
+    for stage, (path, s) in training_sections(cfg).items():
+        if _imported(stage, s):
+            continue
+        nodes, per_node = int(s.get("nnodes", 1)), int(s.get("n_gpus_per_node", 1))
+        world = nodes * per_node
+        if stage == "sft":
+            if s["train_batch_size"] % world:
+                problems.append(
+                    f"{path}.train_batch_size = {s['train_batch_size']} does not split over {path}.nnodes x "
+                    f"{path}.n_gpus_per_node = {nodes} x {per_node} GPUs; make it a multiple of {world}")
+            continue
+        tp = int(s.get("tensor_model_parallel_size", 1))
+        if per_node % tp:
+            problems.append(
+                f"{path}.tensor_model_parallel_size = {tp} does not divide {path}.n_gpus_per_node = {per_node}; "
+                f"set a tensor parallel size that divides the GPUs per node")
+        rollouts = int(s["train_batch_size"]) * int(s.get("n", 1))
+        if rollouts % world:
+            problems.append(
+                f"{path}.train_batch_size x {path}.n = {rollouts} responses do not split over {nodes} x {per_node} "
+                f"GPUs ({path}.nnodes x {path}.n_gpus_per_node); make it a multiple of {world}")
+        mini = int(s.get("ppo_mini_batch_size", s["train_batch_size"]))
+        if mini > int(s["train_batch_size"]):
+            problems.append(
+                f"{path}.ppo_mini_batch_size = {mini} exceeds {path}.train_batch_size = {s['train_batch_size']}; "
+                f"lower ppo_mini_batch_size")
+        elif (mini * int(s.get("n", 1))) % world:
+            problems.append(
+                f"{path}.ppo_mini_batch_size x {path}.n = {mini * int(s.get('n', 1))} does not split over "
+                f"{world} GPUs; make it a multiple of {world}")
+    return problems
+
+
+def check_rows(cfg: Mapping, stage: str, rows: int, *, files: str = "") -> list[str]:
+    """A stage's training rows (after split and filter) must fill at least one batch."""
+    path, s = training_sections(cfg)[stage]
+    problems = []
+    for key in ("train_batch_size",):
+        if rows < int(s[key]):
+            where = f" ({files})" if files else ""
+            problems.append(
+                f"{path}.{key} = {s[key]} but the {stage} training data has only {rows} rows{where}; lower "
+                f"{path}.{key} to at most {rows} or configure more data (datasets / kodcode)")
+    return problems
+
+
+def check_partition(cfg: Mapping, executor: str | None) -> list[str]:
+    """Under the SLURM executor a partition must be named (many sites have no usable default)."""
+    if executor == "slurm" and not cfg["cluster"].get("partition"):
+        return ["cluster.partition is unset but jobs go to SLURM (--profile slurm / --executor slurm); set "
+                "cluster.partition to your site's partition (sinfo -s lists them) in a --configfile override"]
+    return []
+
+
+def _is_local(ref: str, cfg: Mapping) -> bool:
+    p = Path(os.path.expanduser(ref))
+    results = str(cfg.get("results_dir", "results")).rstrip("/") + "/"
+    return p.exists() or ref.startswith((".", "/", "~", results))
+
+
+def _in_hf_cache(repo_id: str, cache_dir: str | None = None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
+    except Exception:  # noqa: BLE001 - an id the hub would reject is not in the cache either
+        return False
+    return isinstance(found, str)
+
+
+def _model_refs(cfg: Mapping) -> list[tuple[str, str]]:
+    """(config key, value) of every model the run loads by path or hub id."""
+    refs = []
+    base = cfg["model"]["base"]
+    if base != "tiny":
+        refs.append(("model.base", base))
+    for which, value in (cfg["sft"].get("import") or {}).items():
+        if value:
+            refs.append((f"sft.import.{which}", value))
+    for stage in RL_STAGES:
+        if cfg[stage].get("import"):
+            refs.append((f"{stage}.import", cfg[stage]["import"]))
+    dh = cfg.get("dhrcl") or {}
+    if dh.get("init") and dh["init"] != "base":
+        refs.append(("dhrcl.init", dh["init"]))
+    emb = cfg.get("embedding") or {}
+    if emb.get("serve") and emb.get("server_model_path"):
+        refs.append(("embedding.server_model_path", emb["server_model_path"]))
+    return refs
+
+
+def check_offline(cfg: Mapping, env: Mapping[str, str], *, cache_dir: str | None = None) -> list[str]:
+    """With HF_HUB_OFFLINE=1 every model must be a local path or already in the Hugging Face cache."""
+    if str(env.get("HF_HUB_OFFLINE", "")).lower() not in ("1", "true", "yes", "on"):
+        return []
+    problems = []
+    for key, ref in _model_refs(cfg):
+        if _is_local(ref, cfg) or _in_hf_cache(ref, cache_dir):
+            continue
+        problems.append(
+            f"{key} = {ref!r} is neither a local path nor in the Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
+            f"downloading it; download it first on a node with internet (huggingface-cli download {ref}, into the "
+            f"same HF_HOME) or set {key} to a local folder")
+    return problems
+
+
+def check_wandb(cfg: Mapping, env: Mapping[str, str]) -> list[str]:
+    """The wandb logger needs WANDB_API_KEY (online) or WANDB_MODE (offline / disabled)."""
+    if env.get("WANDB_API_KEY") or env.get("WANDB_MODE"):
+        return []
+    problems = []
+    for stage, (path, s) in training_sections(cfg).items():
+        if "wandb" in (s.get("logger") or []) and not _imported(stage, s):
+            problems.append(
+                f"{path}.logger includes wandb but neither WANDB_API_KEY nor WANDB_MODE is set; export "
+                f"WANDB_API_KEY (or WANDB_MODE=offline), or remove wandb from {path}.logger")
+    return problems
+
+
+def max_positions(model_dir: str | os.PathLike) -> int | None:
+    """``max_position_embeddings`` from a local model's config.json (None when unknown)."""
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        if isinstance(data.get(key), int):
+            return data[key]
+    return None
+
+
+def check_lengths(cfg: Mapping, stage: str, model_dir: str | os.PathLike) -> list[str]:
+    """Prompt + response length of a stage must fit the local model's positions."""
+    limit = max_positions(model_dir)
+    if limit is None:
+        return []
+    path, s = training_sections(cfg)[stage]
+    if stage == "sft":
+        if int(s["max_length"]) > limit:
+            return [f"{path}.max_length = {s['max_length']} exceeds the {limit} positions of {model_dir} "
+                    f"(config.json max_position_embeddings); lower {path}.max_length to at most {limit}"]
+        return []
+    total = int(s["max_prompt_length"]) + int(s["max_response_length"])
+    if total > limit:
+        return [f"{path}.max_prompt_length + {path}.max_response_length = {total} exceeds the {limit} positions "
+                f"of {model_dir} (config.json max_position_embeddings); lower them to {limit} in total"]
+    return []
+
+
+def plan_checks(cfg: Mapping, *, executor: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    """Every check that needs only the config and the environment; raise :class:`PreflightError`."""
+    env = os.environ if env is None else env
+    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env) + check_wandb(cfg, env))
+
+
+def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.PathLike, files: str = "",
+                 env: Mapping[str, str] | None = None) -> None:
+    """A training job's checks before it loads a model: the config checks plus rows and lengths."""
+    env = os.environ if env is None else env
+    raise_problems(check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
+           + check_rows(cfg, stage, rows, files=files) + check_lengths(cfg, stage, model_dir))

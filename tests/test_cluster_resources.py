@@ -1,0 +1,86 @@
+"""codegrpo.cluster.resources: what each stage's jobs ask SLURM for, from the validated config."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from codegrpo.cluster.resources import ResourceError, stage_resources, training_topology
+from codegrpo.config import load_config
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def paper() -> dict:
+    return load_config(REPO / "config" / "paper.yaml", check_files=False)
+
+
+@pytest.fixture(scope="module")
+def local() -> dict:
+    return load_config(REPO / "config.yaml", check_files=False)
+
+
+def _with(cfg: dict, **cluster) -> dict:
+    out = copy.deepcopy(cfg)
+    stages = cluster.pop("stages", None)
+    out["cluster"].update(cluster)
+    if stages:
+        for stage, values in stages.items():
+            out["cluster"]["stages"].setdefault(stage, {}).update(values)
+    return out
+
+
+def test_defaults_merged_with_stage_overrides(paper):
+    got = stage_resources(paper, "data")
+    assert got == {"mem_mb": 16000, "runtime": 120, "cpus_per_task": 8, "nodes": 1}
+    # a stage without an entry gets default_resources, without a GPU request (gpu 0 is dropped)
+    assert stage_resources(paper, "report") == {"mem_mb": 8000, "runtime": 60, "cpus_per_task": 4, "nodes": 1}
+
+
+def test_training_topology_comes_from_the_stage_section(paper):
+    cfg = copy.deepcopy(paper)
+    cfg["skeleton_rl"].update(nnodes=3, n_gpus_per_node=4)
+    got = stage_resources(cfg, "skeleton_rl")
+    assert got["nodes"] == 3 and got["gres"] == "gpu:4" and "gpu" not in got  # per node on several nodes
+    assert training_topology(cfg, "skeleton_rl") == (3, 4)
+    cfg["sft"].update(nnodes=1, n_gpus_per_node=2)
+    got = stage_resources(cfg, "sft")
+    assert got["nodes"] == 1 and got["gpu"] == 2 and "gres" not in got
+    # dhrcl keeps its topology in dhrcl.training
+    cfg["dhrcl"]["training"].update(nnodes=2, n_gpus_per_node=8)
+    assert stage_resources(cfg, "dhrcl")["gres"] == "gpu:8"
+    assert training_topology(cfg, "evaluate") is None
+
+
+@pytest.mark.parametrize("key", ["gpu", "nodes"])
+def test_topology_repeated_under_cluster_is_an_error(paper, key):
+    cfg = _with(paper, stages={"skeleton_rl": {key: 2}})
+    with pytest.raises(ResourceError) as err:
+        stage_resources(cfg, "skeleton_rl")
+    want = {"gpu": "skeleton_rl.n_gpus_per_node", "nodes": "skeleton_rl.nnodes"}[key]
+    assert f"cluster.stages.skeleton_rl.{key}" in str(err.value) and want in str(err.value)
+
+
+def test_gpu_model_site_flags_and_extra_flags(paper):
+    cfg = _with(paper, gpu_model="a100", partition="gpu", account="proj", qos="high",
+                slurm_extra="--exclusive", stages={"evaluate": {"slurm_extra": "--hint=nomultithread"}})
+    got = stage_resources(cfg, "evaluate")
+    assert (got["gpu"], got["gpu_model"]) == (1, "a100")
+    assert (got["slurm_partition"], got["slurm_account"], got["qos"]) == ("gpu", "proj", "high")
+    assert got["slurm_extra"] == "--exclusive --hint=nomultithread"
+    cfg["skeleton_rl"]["nnodes"] = 2
+    assert stage_resources(cfg, "skeleton_rl")["gres"] == "gpu:a100:8"
+
+
+def test_device_cpu_never_asks_for_gpus(paper, local):
+    cfg = copy.deepcopy(paper)
+    cfg["device"] = "cpu"
+    for stage in ("sft", "skeleton_rl", "skin_rl", "dhrcl", "evaluate"):
+        got = stage_resources(cfg, stage)
+        assert "gpu" not in got and "gres" not in got, stage
+    assert training_topology(cfg, "skeleton_rl") == (1, 1)
+    got = stage_resources(local, "sft")
+    assert got == {"mem_mb": 6000, "runtime": 60, "cpus_per_task": 2, "nodes": 1}

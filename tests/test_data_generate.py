@@ -1,0 +1,153 @@
+"""SK²Decompile data generation: source → IR obfuscation, and the whole generation on a small local sample
+written in decompile-ghidra-100k's schema (``instruction`` = Ghidra pseudo-code prompt, ``output`` = source).
+
+The sample's pairs are real: Ghidra pseudo-code and C source of HumanEval-Decompile rows shipped in
+data/sk2decompile. Headers come from the real Psyche-C when it is built (test_psychec_real.py explains
+where it is looked up); the generation tests need it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codegrpo.data.generate import OUTPUTS, body_key, eval_keys, generate, load_rows, write_outputs
+from codegrpo.data.headers import PsycheC, gcc_syntax_check
+from codegrpo.data.ingest import unwrap_prompt
+from codegrpo.data.obfuscate import agreement, ir_kept_names, measure_norm2code, obfuscate
+from codegrpo.rewards.sk2d import extract_identifiers
+
+ROOT = Path(__file__).resolve().parents[1]
+HE = ROOT / "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
+N2C = ROOT / "data/sk2decompile/norm2code-examples.jsonl"
+
+
+def test_obfuscate_conventions():
+    src = ("typedef struct node { int val; struct node *next; } node_t;\n"
+           "static int total;\n"
+           "int sum_list(node_t *head, int limit) {\n"
+           "  int acc = 0; /* x */\n"
+           "  for (node_t *p = head; p != NULL; p = p->next) acc += helper(p->val);\n"
+           "  printf(\"%d %s\\n\", acc, \"head\");\n"
+           "  return acc + total + 0x10;\n"
+           "}\n")
+    ir, mapping = obfuscate(src, keep={"printf"})
+    assert mapping == {"node": "type1", "val": "field1", "next": "field2", "node_t": "type2", "total": "var1",
+                       "sum_list": "func1", "head": "var2", "limit": "var3", "acc": "var4", "p": "var5",
+                       "helper": "func2"}
+    assert "printf(\"%d %s\\n\", var4, \"head\")" in ir  # library call and literals stay
+    assert "0x10" in ir and "p != NULL" not in ir and "var5 != NULL" in ir
+    # the function name the pseudo-code shows stays; the identifier kinds agree with the skin reward's
+    ir2, _ = obfuscate(src, keep={"printf", "sum_list"})
+    assert "int sum_list(type2 *var2" in ir2
+    kinds = extract_identifiers(ir)
+    assert set(kinds["func"]) == {"func1", "func2", "printf"}
+    assert set(kinds["field"]) == {"field1", "field2"}
+
+
+def test_obfuscate_agreement_with_reference_ir():
+    """The shipped norm2code pairs (reference IR of each source); the figure quoted in docs/data.md.
+    Not a pure renaming (the reference IR came from preprocessed, sometimes different source), so few match
+    exactly; the placeholder conventions do (one pair matches token for token)."""
+    m = measure_norm2code(N2C)
+    assert m == {"pairs": 20, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.6699,
+                 "mean_placeholder_ratio": 0.5756}
+    # a pure renaming of a reference IR's own source is recovered exactly
+    ref = "int func1(type1 *var1, int var2) {\n  return var1->field1 + printf(\"%d\", var2);\n}"
+    src = ref.replace("func1", "get").replace("type1", "S").replace("var1", "s").replace("var2", "k") \
+             .replace("field1", "count")
+    ir, _ = obfuscate(src, ir_kept_names(ref))
+    assert agreement(ir, ref)["exact"] and ir == ref
+
+
+def _write_sample(path: Path, n: int = 16) -> list[dict]:
+    """Rows in decompile-ghidra-100k's schema, from HumanEval-Decompile (four per optimisation level)."""
+    he = json.loads(HE.read_text())
+    picked = []
+    for opt in ("O0", "O1", "O2", "O3"):
+        picked += [r for r in he if r["type"] == opt][: n // 4]
+    rows = [{"instruction": "# This is the assembly code:\n" + r["input_asm_prompt"].strip()
+             + "\n# What is the source code?\n", "output": r["c_func"]} for r in picked]
+    rows.append({"instruction": "# This is the assembly code:\nvoid f(void){}\n# What is the source code?\n",
+                 "output": ""})  # empty source: dropped at read, counted
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return picked
+
+
+@pytest.fixture(scope="module")
+def psychec():
+    p = PsycheC(timeout=60.0)
+    if not p.available:
+        pytest.skip("Psyche-C not built (scripts/setup.sh builds it; test_psychec_real.py fails then in CI)")
+    return p
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory, psychec):
+    tmp = tmp_path_factory.mktemp("gen")
+    picked = _write_sample(tmp / "sample.jsonl")
+    rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
+    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                            psychec=psychec, clang_format_timeout=30.0, gcc_timeout=60.0, val_fraction=0.25)
+    write_outputs(out, summary, tmp / "out")
+    return tmp, picked, out, summary
+
+
+def test_generate_four_outputs(generated):
+    tmp, picked, out, summary = generated
+    steps = summary["steps"]
+    assert summary["rows"] == 17 and steps["read"]["dropped"] == 1
+    n = summary["records"]
+    assert n >= 8, summary  # most HumanEval functions survive every step
+    for k in OUTPUTS:
+        lines = (tmp / "out" / f"{k}.jsonl").read_text().splitlines()
+        assert len(lines) == n
+    # counts are consistent step to step
+    order = ["read", "normalize", "obfuscate", "format", "headers", "validate", "dedup", "decontaminate"]
+    for a, b in zip(order, order[1:]):
+        assert steps[a]["kept"] == steps[b]["in"]
+        assert steps[a]["in"] == steps[a]["kept"] + steps[a]["dropped"]
+    assert steps["decontaminate"]["kept"] == n
+    assert sum(summary["splits"].values()) == n
+    sk = out["rl_skeleton"][0]
+    ir = sk["reward_model"]["ground_truth"]
+    assert sk["data_source"] == "sk2decompile_structure" and sk["extra_info"]["header"]
+    # real Psyche-C header: compiles with the IR, and the IR carries placeholders, not the source's names
+    assert gcc_syntax_check(sk["extra_info"]["header"], ir)[0]
+    assert "var1" in ir and "#include" not in ir
+    assert sk["extra_info"]["provenance"]["source"].endswith("sample.jsonl")
+    assert {r["extra_info"]["provenance"]["row"] for r in out["rl_skeleton"]} <= set(range(16))
+    skin = out["rl_skin"][0]
+    assert unwrap_prompt("normalized", skin["prompt"][0]["content"]).strip() == ir
+    assert "func0" in skin["reward_model"]["ground_truth"]
+    pi = out["sft_pseudo2ir"][0]
+    assert unwrap_prompt("pseudo", pi["input"]) is not None and pi["output"] == ir
+    # provenance gives the optimisation level back through the row id
+    row = picked[sk["extra_info"]["provenance"]["row"]]
+    assert body_key(row["c_func"]) == body_key(skin["reward_model"]["ground_truth"])
+
+
+def test_generate_decontaminates_and_dedups(tmp_path, psychec):
+    _write_sample(tmp_path / "s.jsonl", n=4)
+    rows, name = load_rows({"path": str(tmp_path / "s.jsonl")})
+    rows = rows[:2] + rows[:2]  # the same functions twice
+    keys, counts = eval_keys([{"path": str(HE), "field": "c_func"}])
+    assert counts[str(HE)] == 656
+    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                            psychec=psychec, clang_format_timeout=30.0, gcc_timeout=60.0, contamination=keys)
+    st = summary["steps"]
+    assert st["dedup"]["dropped"] == st["dedup"]["in"] - st["dedup"]["kept"] >= 1
+    assert st["decontaminate"]["in"] >= 1 and st["decontaminate"]["kept"] == 0  # all are HumanEval functions
+    assert summary["records"] == 0 and all(v == [] for v in out.values())
+
+
+def test_load_rows_errors(tmp_path):
+    from codegrpo.data.ingest import DataError
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load_rows({"path": str(tmp_path / "nope.jsonl")})
+    bad = tmp_path / "e.json"
+    bad.write_text('[{"c_func": 3}]')
+    with pytest.raises(DataError, match=r"e.json:1: field 'c_func': missing"):
+        eval_keys([{"path": str(bad), "field": "c_func"}])
