@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build Psyche-C's header-inference tools (psychecgen + psychecsolver-exe) from a source tree of its
-# `original` branch, and install them under PREFIX/bin (shared libraries under PREFIX/lib, found through
-# an $ORIGIN-relative rpath, so no LD_LIBRARY_PATH is needed).
+# `original` branch, and install them under PREFIX/bin (shared libraries under PREFIX/lib, linked from
+# PREFIX/bin where psychecgen's own rpath, `$ORIGIN`, finds them; no LD_LIBRARY_PATH is needed).
 #
 #   scripts/build_psychec.sh SRC PREFIX
 #
@@ -98,7 +98,7 @@ mkdir -p "$S/build"
     PATH=$(echo "$PATH" | tr ':' '\n' | while read -r d; do [ -x "$d/stack" ] || echo "$d"; done | paste -sd:) \
     cmake .. -DCMAKE_BUILD_TYPE= \
         -DCMAKE_CXX_FLAGS="-O1 -include cstddef -include cstdint -include limits -include cstring -w" \
-        -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH='$ORIGIN/../lib' >cmake.log 2>&1 \
+        -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON >cmake.log 2>&1 \
         || { tail -n 30 cmake.log >&2; exit 1; }
     make -j"$JOBS" >make.log 2>&1 || { grep -m5 -B2 -A5 'error' make.log >&2; exit 1; }
 )
@@ -120,8 +120,13 @@ done
 mkdir -p "$PREFIX/bin" "$PREFIX/lib"
 install -m 0755 "$fe" "$PREFIX/lib/$(basename "$fe")"
 install -m 0755 "$std" "$PREFIX/lib/libpsychecstd.so"
+# Psyche-C's CMakeLists fixes the rpath to `$ORIGIN` (the directory of psychecgen): the libraries are
+# linked from there.
+ln -sfn "../lib/$(basename "$fe")" "$PREFIX/bin/$(basename "$fe")"
+ln -sfn ../lib/libpsychecstd.so "$PREFIX/bin/libpsychecstd.so"
 install -m 0755 "$gen" "$PREFIX/bin/psychecgen.tmp" && mv -f "$PREFIX/bin/psychecgen.tmp" "$PREFIX/bin/psychecgen"
 install -m 0755 "$WORK/psychecsolver-exe" "$PREFIX/bin/psychecsolver-exe.tmp" \
     && mv -f "$PREFIX/bin/psychecsolver-exe.tmp" "$PREFIX/bin/psychecsolver-exe"
+rm -rf "$WORK"   # the check below must not find anything through the build tree
 have_tools || { echo "error: installed tools do not start (ldd $PREFIX/bin/psychecgen)" >&2; exit 1; }
 echo "built $PREFIX/bin/psychecgen and $PREFIX/bin/psychecsolver-exe"
