@@ -87,8 +87,6 @@ class UnknownDataSourceError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-
-
 @dataclass(frozen=True)
 class RewardSpec:
     """Where a data source's scorer lives: ``module`` and the names of its functions in it (at least one)."""
@@ -115,6 +113,7 @@ REWARD_TABLE: Mapping[str, RewardSpec] = MappingProxyType({
                               "all_passed", "timed_out")),
     TOY_TARGET_CHARS: RewardSpec("codegrpo.rewards.toy", score="score", keys=("target_share", "length")),
 })
+
 
 @dataclass
 class Scorer:
@@ -176,7 +175,6 @@ class Scorer:
         else:
             out = [self.score_fn(s, g, e, **kwargs) for s, g, e in zip(solution_strs, ground_truths, extra_infos)]
         return [self._normalise(data_source, r) for r in out]
-
 
 
 _LOCK = threading.RLock()
@@ -248,8 +246,8 @@ def _load(data_source: str, spec: RewardSpec) -> Scorer:
             fns.append(fn)
         if fns == [None, None]:
             raise RewardError(f"reward table entry {data_source!r} names no function of {spec.module}")
-        canonical = next(k for k, v in REWARD_TABLE.items() if v is spec)
-        aliases = tuple(k for k, v in REWARD_TABLE.items() if v is spec and k != canonical)
+        keys = [k for k, v in REWARD_TABLE.items() if v is spec] or [data_source]
+        canonical, aliases = keys[0], tuple(keys[1:])
         scorer = Scorer(canonical, fns[0], fns[1], aliases, _declared(spec.keys))
         _LOADED[spec] = scorer
         return scorer
