@@ -117,6 +117,17 @@ def test_data_source_keys_are_the_ones_data_prep_and_the_reward_table_use():
         assert REWARD_TABLE[legacy] is REWARD_TABLE[canonical]
 
 
+def test_config_schema_spells_the_same_keys(repo_root):
+    """The schema (YAML cannot import the constants) maps legacy keys onto the stage keys of the contract."""
+    import yaml
+
+    with open(repo_root / "schemas" / "config.schema.yaml", encoding="utf-8") as fh:
+        schema = yaml.safe_load(fh)
+    aliases = schema["properties"]["data"]["properties"]["data_source_aliases"]
+    assert set(aliases["additionalProperties"]["enum"]) == set(contracts.STAGE_DATA_SOURCE.values())
+    assert aliases["default"] == contracts.LEGACY_DATA_SOURCE_ALIASES
+
+
 # ----------------------------------------------------------------------------------------------- gcc_version
 def test_gcc_version_is_the_first_line_of_the_compiler_banner():
     ver = gcc_version()
