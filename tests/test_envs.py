@@ -13,6 +13,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from codegrpo import envs
@@ -84,10 +85,16 @@ def test_training_rules_use_the_train_env_and_data_rules_the_light_one():
         assert "envs/data.yaml" in text[stem] and "envs/train.yaml" not in text[stem], stem
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "envs").glob("*.yaml")), ids=lambda p: p.name)
-def test_every_env_uses_the_same_python(path):
-    # Snakemake hands `script:` jobs the driver's snakemake package: same Python minor everywhere
-    assert envs.load_env(path).python == "3.11"
+def test_job_envs_run_the_drivers_python_and_pyproject_admits_it():
+    """Snakemake hands `script:` jobs the driver's snakemake package and pickled objects: a job environment on
+    another Python minor than envs/driver.yaml breaks every job (a bump of one file without the others), and
+    an environment pyproject's requires-python rejects cannot install the project (post-deploy pip install -e)."""
+    driver = envs.load_env(REPO / "envs" / "driver.yaml").python
+    for kind, path in JOB_ENVS.items():
+        assert envs.load_env(path).python == driver, f"envs/{kind}.yaml: Python differs from envs/driver.yaml"
+    with open(REPO / "pyproject.toml", "rb") as fh:
+        requires = SpecifierSet(tomllib.load(fh)["project"]["requires-python"])
+    assert requires.contains(Version(driver + ".0")), f"pyproject requires-python {requires} rejects {driver}"
 
 
 def test_load_env_errors_name_file_and_field(tmp_path):

@@ -24,6 +24,7 @@ import logging
 import re
 from pathlib import Path
 
+from codegrpo.contracts import STAGE_DATA_SOURCE
 from codegrpo.data.headers import PsycheC, gcc_syntax_check
 from codegrpo.data.ingest import PROMPT_WRAPPERS, DataError, unwrap_prompt, wrap_prompt
 from codegrpo.data.normalize import (
@@ -206,12 +207,12 @@ def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: Psych
         out["sft_ir2src"].append({"instruction": "", "input": wrap_prompt("normalized", r["ir"]),
                                   "output": r["source"], "system": "", "provenance": prov})
         out["rl_skeleton"].append({
-            "data_source": "sk2decompile_structure",
+            "data_source": STAGE_DATA_SOURCE["skeleton"],
             "prompt": [{"content": wrap_prompt("assembly", r["pseudo"]), "role": "user"}],
             "ability": "decompile", "reward_model": {"ground_truth": r["ir"], "style": "rule"},
             "extra_info": {"index": idx, "split": r["split"], "header": r["header"], "provenance": prov}})
         out["rl_skin"].append({
-            "data_source": "sk2decompile_identifier",
+            "data_source": STAGE_DATA_SOURCE["skin"],
             "prompt": [{"content": wrap_prompt("normalized", r["ir"]), "role": "user"}],
             "ability": "decompile", "reward_model": {"ground_truth": r["source"], "style": "rule"},
             "extra_info": {"index": idx, "split": r["split"], "header": None, "provenance": prov}})

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from codegrpo.contracts import gcc_version
 from codegrpo.procgroup import run_group
 from codegrpo.io import atomic_group, atomic_open, write_json, write_jsonl
 
@@ -166,14 +167,6 @@ class PsycheC:
                 return None
 
 
-def gcc_version(gcc: str = "gcc") -> str:
-    try:
-        out = subprocess.run([gcc, "--version"], capture_output=True, text=True, timeout=60)
-    except OSError as exc:
-        raise FileNotFoundError(f"gcc not runnable ({gcc!r}): {exc}") from None
-    return out.stdout.splitlines()[0].strip() if out.stdout else ""
-
-
 def gcc_syntax_check(header: str, code: str, *, gcc: str = "gcc", timeout: float = 10.0) -> tuple[bool, str]:
     """Does ``header + "\\n\\n" + code`` pass ``gcc -fsyntax-only``? Returns ``(ok, first error or "")``."""
     with tempfile.TemporaryDirectory(prefix="hdrcheck-") as tmp:
@@ -228,7 +221,7 @@ def validate_headers(
     psychec = psychec or PsycheC()
     workers = workers or len(os.sched_getaffinity(0))
     summary["gcc"] = gcc
-    summary["gcc_version"] = gcc_version(gcc)
+    summary["gcc_version"] = gcc_version(gcc, required=True)
     summary["gcc_timeout_s"] = gcc_timeout
     with cf.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(_check_one, r, psychec, gcc, gcc_timeout): i for i, r in enumerate(out)}

@@ -31,6 +31,7 @@ import logging
 from pathlib import Path
 from typing import Iterator
 
+from codegrpo.contracts import KODCODE
 from codegrpo.data.ingest import (
     DEFAULT_MAX_LINE_BYTES,
     BadRecord,
@@ -44,7 +45,7 @@ from codegrpo.io import atomic_group, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
-DATA_SOURCE = "kodcode"
+DATA_SOURCE = KODCODE
 ABILITY = "code"
 SLICES = ("train", "val", "heldout")
 

@@ -24,7 +24,8 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from codegrpo.data.ingest import STAGE_DATA_SOURCE, wrap_prompt
+from codegrpo.contracts import STAGE_DATA_SOURCE
+from codegrpo.data.ingest import wrap_prompt
 from codegrpo.io import atomic_group, atomic_path, read_jsonl
 
 log = logging.getLogger(__name__)

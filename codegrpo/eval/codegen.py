@@ -11,6 +11,9 @@ Metrics per benchmark, over all samples (n per problem):
 * pass@k: the unbiased estimator 1 - C(n-c, k) / C(n, k) averaged over problems (c = samples passing all tests);
 * syntax accuracy: share of samples whose extracted program parses with Python's ``ast``;
 * execution accuracy: share of samples whose program runs (imports / defines) without error within the limit.
+
+The program of a completion is :func:`codegrpo.contracts.extract_code`, the function the DHRCL reward uses in
+training (docs/dhrcl.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Callable, Mapping, Sequence
 
 import os
 
+from codegrpo.contracts import extract_code
+
 log = logging.getLogger(__name__)
 
 
@@ -40,23 +45,6 @@ def humaneval_prompt(problem_prompt: str, entry_point: str) -> str:
 
     question = "Implement the following Python function.\n\n```python\n" + problem_prompt.rstrip() + "\n```"
     return build_prompt(question, None, [entry_point], tests_import=False)
-
-_FENCE_RE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
-
-
-def extract_code(completion: str) -> str:
-    """The last fenced code block of a completion (```python preferred), else the whole completion."""
-    blocks = _FENCE_RE.findall(completion)
-    if blocks:
-        return blocks[-1]
-    # an unterminated final fence: take everything after it
-    idx = completion.rfind("```")
-    if idx != -1:
-        rest = completion[idx + 3 :]
-        rest = rest.split("\n", 1)[1] if "\n" in rest else ""
-        return rest
-    return completion
-
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one problem: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""

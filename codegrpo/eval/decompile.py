@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from codegrpo.contracts import SK2D_IDENTIFIER, gcc_version
+
 log = logging.getLogger(__name__)
 
 LEVELS = ("O0", "O1", "O2", "O3")
@@ -486,7 +488,7 @@ def load_bringupbench(path: str | os.PathLike, limit: int | None = None) -> list
 
 
 def identifier_scores(outputs: Sequence[str], references: Sequence[str], extra_infos: Sequence[dict] | None = None,
-                      data_source: str = "sk2decompile_identifier", embedding: Mapping | None = None) -> list[float]:
+                      data_source: str = SK2D_IDENTIFIER, embedding: Mapping | None = None) -> list[float]:
     """The identifier-naming reward (codegrpo.rewards registry) used as a metric.
 
     ``embedding`` (settings such as ``{"backend": "local"}``) selects the embedding backend; by default the
@@ -562,9 +564,8 @@ def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.Pat
 
 
 def _gcc() -> str:
-    from codegrpo.eval import gcc_version
-
-    return gcc_version()
+    """The sandbox's compiler (``gcc`` on its PATH) for the provenance record; "unavailable" if it cannot run."""
+    return gcc_version("gcc") or "unavailable"
 
 
 def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.PathLike | None,

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from codegrpo.contracts import KODCODE
 from codegrpo.curriculum import CurriculumConfig, CurriculumController
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ def load_settings(path: str | os.PathLike | None = None) -> dict:
     return load_run_settings(path)["extra"]
 
 
-def validation_components(metrics: Mapping[str, float], data_source: str = "kodcode") -> dict[str, float]:
+def validation_components(metrics: Mapping[str, float], data_source: str = KODCODE) -> dict[str, float]:
     """``val-*/<data_source>/<component>/mean@N`` → ``{component: value}`` (largest N when several)."""
     best: dict[str, tuple[int, float]] = {}
     for k, v in metrics.items():
