@@ -344,7 +344,7 @@ def _new_uid() -> int:
         uid = random.SystemRandom().randrange(*UID_RANGE)
         if not _proc_uid_pids(uid):
             return uid
-    raise SandboxError("no free uid for a sandbox job")
+    raise RuntimeError("no free uid for a sandbox job")
 
 
 def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
