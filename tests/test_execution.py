@@ -234,6 +234,17 @@ def test_limits_from_config():
     assert lim.with_timeout(2.5).cpu_s == 3 and lim.with_timeout(None) is lim
 
 
+def test_make_sandbox_from_config():
+    """One function builds a sandbox from a config section; the evaluation stages use that same one."""
+    from codegrpo.eval import codegen, decompile
+
+    with ex.make_sandbox(2, {"wall_s": 7, "memory_mb": 512, "workers": 2}) as sb:
+        assert (sb.limits.wall_s, sb.limits.memory_mb, sb.mode, len(sb._sups)) == (7, 512, "server", 2)
+        res = sb.run_tests("x = 1\n", "def test_x():\n    assert x == 1\n")
+    assert res.all_passed
+    assert codegen.make_sandbox is decompile.make_sandbox is ex.make_sandbox
+
+
 # ---- what the sandbox can see -----------------------------------------------------------------------------
 REPO = Path(__file__).resolve().parent.parent
 
