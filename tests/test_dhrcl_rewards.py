@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from codegrpo.execution import Sandbox, SandboxLimits
+from codegrpo.sandbox import Sandbox, SandboxLimits
 from codegrpo.rewards import compute_score_batch, registered
 from codegrpo.rewards import dhrcl as d
 

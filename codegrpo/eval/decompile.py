@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from codegrpo.contracts import SK2D_IDENTIFIER, gcc_version
+from codegrpo.sandbox import make_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -314,13 +315,6 @@ def check_program(only_func: str, full: str, sandbox, timeout: float = 10.0,
         how = f"signal {run.signal}" if run.returncode is None else f"exit {run.returncode}"
         return ExecOutcome(compiled, False, "runtime", f"{how}: {(run.stderr or '')[-300:]}")
     return ExecOutcome(compiled, True, "ok", "")
-
-
-def make_sandbox(workers: int = 1, limits: Mapping | None = None):
-    """A pool of ``workers`` sandbox supervisors (codegrpo.execution) with the given limits."""
-    from codegrpo.execution import Sandbox, SandboxLimits
-
-    return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, workers))
 
 
 def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], *, workers: int = 1,

@@ -8,7 +8,7 @@ Components of one completion ``y`` (its program is :func:`codegrpo.contracts.ext
   ``sum(w v) / sum(w)``, 0 when no unit.
 * ``r_exec``: 1 if the solution module imports (runs) without error within the sandbox limits; an empty or
   comment-only completion is not a program and scores 0.
-* ``r_pass``: passed / collected tests (KodCode's pytest harness in :mod:`codegrpo.execution`).
+* ``r_pass``: passed / collected tests (KodCode's pytest harness in :mod:`codegrpo.sandbox`).
 * ``r_ast``: similarity of normalised ASTs against the reference solution (``1 - TED / max size`` with apted,
   node-capped; or Jaccard over parent->child node-type pairs); 0 if ``y`` does not parse strictly.
 
@@ -369,9 +369,9 @@ def _reference(gt: Any, extra: dict | None) -> tuple[str, str]:
 def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], cfg: DHRCLRewardConfig,
                sandbox=None) -> list[dict[str, float]]:
     """The four components of every sample (tests run in parallel on the sandbox pool, duplicates once)."""
-    from codegrpo import execution
+    from codegrpo.sandbox import default_sandbox
 
-    sb = sandbox or execution.default_sandbox()
+    sb = sandbox or default_sandbox()
     uniq: dict[tuple[str, str], int] = {}
     for c, t in zip(codes, tests):
         uniq.setdefault((c, t), len(uniq))
