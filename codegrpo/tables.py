@@ -201,20 +201,29 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
 
 
 def table_identifier(results: Sequence[dict]) -> Table:
-    cols = ["outputs", "benchmark", "identifier score", "n", "source", "config", "date"]
+    cols = ["outputs", "benchmark", "identifier score", "n", "embedding model", "source", "config", "date"]
     t = Table("identifier", "Identifier naming quality (identifier reward as a metric, mean in [0, 1])", cols)
     for res in results:
         if res["kind"] == "identifier":
             for name, val in res["scores"].items():
                 t.rows.append({"outputs": name, "benchmark": res["benchmark"], "identifier score": val["mean"],
-                               "n": val["n"], **_prov(res)})
+                               "n": val["n"], "embedding model": _embedding_model(res.get("embedding")),
+                               **_prov(res)})
         elif res["kind"] == "decompile" and res.get("identifier"):
             idf = res["identifier"]
             t.rows.append({"outputs": _label(res), "benchmark": res["benchmark"], "identifier score": idf["mean"],
-                           "n": idf["n"], **_prov(res)})
+                           "n": idf["n"], "embedding model": _embedding_model(idf.get("embedding")), **_prov(res)})
     t.notes.append("Score: the identifier-naming reward (codegrpo.rewards, data source sk2decompile_identifier) of "
-                   "each output against the original source, averaged; backend and model in each source file.")
+                   "each output against the original source, averaged, with the configured embedding model "
+                   "(embedding section; backend and endpoint in each source file).")
     return t
+
+
+def _embedding_model(emb: dict | None) -> str:
+    """``model (backend)`` of an identifier result's embedding record ('' when the file predates it)."""
+    if not emb or not emb.get("model"):
+        return (emb or {}).get("backend", "")
+    return f"{emb['model']} ({'served' if emb.get('served') else emb.get('backend', '')})"
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 # Included by rules/evaluate.smk (which the Snakefile includes before rules/tables.smk).
 import re
 
+from codegrpo.eval.decompile import metric_embedding_config as _metric_embedding_config
+
 EVAL = config["evaluate"]
 EVAL_DEC = EVAL["decompile"]
 EVAL_GEN = EVAL["codegen"]
@@ -14,6 +16,15 @@ EVAL_GEN_RUNS = (
 )
 # Sandbox limits of evaluation jobs: the project's sandbox section with the evaluate overrides.
 EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
+# Embedding of the identifier metric: the configured `embedding` section (the reward's model) with the
+# evaluate.decompile.embedding overrides. A served model on a GPU node (vLLM's server) needs the GPU and the
+# training environment; otherwise scoring needs neither.
+EVAL_EMBEDDING = _metric_embedding_config(config)
+EVAL_EMBEDDING_ON_GPU = bool(
+    EVAL_EMBEDDING.get("serve")
+    and EVAL_EMBEDDING.get("server_command")
+    and config["device"] != "cpu"
+)
 
 
 def eval_alternatives(names):
@@ -33,6 +44,13 @@ def eval_cpu_resources():
         for k, v in stage_resources("evaluate").items()
         if k not in ("gpu", "gpu_model")
     }
+
+
+def identifier_resources():
+    """Resources of a job that scores identifiers: the GPU only when it serves the embedding model there."""
+    return (
+        stage_resources("evaluate") if EVAL_EMBEDDING_ON_GPU else eval_cpu_resources()
+    )
 
 
 def eval_targets():

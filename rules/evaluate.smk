@@ -47,6 +47,7 @@ rule eval_decompile_system:
         res("eval", "{system}", "humaneval_decompile.json"),
     log:
         logpath("eval_decompile_system", "{system}.log"),
+        embedding=logpath("eval_decompile_system", "{system}.embedding_server.log"),
     wildcard_constraints:
         system=eval_alternatives(list(EVAL_SYSTEMS)),
     conda:
@@ -61,7 +62,7 @@ rule eval_decompile_system:
         max_new_tokens=EVAL_DEC["max_new_tokens"],
         style=EVAL_DEC["clang_format_style"],
         identifier=EVAL_DEC["identifier"],
-        embedding=EVAL_DEC["embedding"],
+        embedding=EVAL_EMBEDDING,
         backend=EVAL["backend"],
         use_chat_template=EVAL["use_chat_template"],
         batch_size=EVAL["batch_size"],
@@ -81,14 +82,15 @@ rule eval_bringupbench:
         res("eval", "bringupbench", "identifier.json"),
     log:
         logpath("eval_bringupbench", "identifier.log"),
+        embedding=logpath("eval_bringupbench", "embedding_server.log"),
     conda:
-        "../envs/data.yaml"
+        "../envs/train.yaml" if EVAL_EMBEDDING_ON_GPU else "../envs/data.yaml"
     threads: 1
     resources:
-        **eval_cpu_resources(),
+        **identifier_resources(),
     params:
         limit=EVAL_DEC["bringupbench"]["limit"],
-        embedding=EVAL_DEC["embedding"],
+        embedding=EVAL_EMBEDDING,
     script:
         "../workflow_scripts/eval_bringupbench.py"
 

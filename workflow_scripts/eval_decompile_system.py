@@ -44,6 +44,7 @@ try:
         variant=system.get("variant"),
         identifier=p.identifier and bool(system.get("skin")),
         embedding=p.embedding,
+        embedding_log=sm.log.embedding,
         normalizer_style=p.style,
         cfg=dict(p.items()),
     )
