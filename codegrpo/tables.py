@@ -5,7 +5,8 @@ carries its provenance (model, config hash, date). Published reference rows come
 ``codegrpo/published.yaml`` with their source notes. Every row of our own names the file it was read from.
 
 Tables:
-1. ``reexec``: re-executability (%) per optimisation level and average on HumanEval-Decompile.
+1. ``reexec``: re-executability (%) per optimisation level and average on HumanEval-Decompile and
+   MBPP-Decompile side by side, with the protocol (``sk2decompile`` / ``llm4decompile``) of every number.
 2. ``ablation``: the RL ablation (paper Table 4) beside our systems that carry the same variant label.
 3. ``dhrcl``: DHRCL and its baselines / ablations: Pass@1 per benchmark, average, syntax / exec accuracy.
 4. ``identifier``: identifier-naming quality (the identifier reward as a metric).
@@ -87,34 +88,98 @@ def _subset_note(res: dict) -> str:
 # --------------------------------------------------------------------------------------------------------
 
 
-def table_reexec(results: Sequence[dict], published: dict, benchmark: str = "humaneval_decompile") -> Table:
-    cols = ["method", "origin", *LEVELS, "avg", "tasks/level", "source", "config", "date"]
-    t = Table("reexec", "Re-executability (%) on HumanEval-Decompile, O0–O3", cols)
-    order = {"gold": 0, "ghidra": 1}  # sanity and baseline rows first, then the model systems
-    for res in sorted(results, key=lambda r: (order.get(r["system"], 2), r["_path"])):
-        if res["kind"] != "decompile" or res["benchmark"] != benchmark:
-            continue
-        row = {"method": _label(res), "origin": OURS, **{lv: res["reexec"].get(lv) for lv in LEVELS},
-               "avg": res["reexec_avg"], "tasks/level": _subset_note(res), **_prov(res)}
+# Decompilation benchmarks of the main table: result benchmark name -> (column prefix, published key, title)
+DEC_BENCHMARKS = {
+    "humaneval_decompile": ("HE", "humaneval", "HumanEval-Decompile"),
+    "mbpp_decompile": ("MBPP", "mbpp", "MBPP-Decompile"),
+}
+PROTOCOL_NOTES = {
+    "sk2decompile": "SK²Decompile's evaluate_exe.py: func_dep + candidate + test, gcc -O0 ... -lm, pass iff the "
+                    "program exits 0",
+    "llm4decompile": "the legacy LLM4Decompile harness: every #include line of the gold function and the test "
+                     "first, then candidate + test, gcc -O0 ... -lm, pass iff the program exits 0",
+}
+
+
+def reexec_columns(benchmarks=DEC_BENCHMARKS) -> list[str]:
+    return [f"{prefix} {c}" for prefix, _, _ in benchmarks.values() for c in (*LEVELS, "avg")]
+
+
+def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DEC_BENCHMARKS) -> Table:
+    """The main table: re-executability per level and average on each decompilation benchmark, one row per
+    system (its result files of every benchmark side by side), the protocol each number was measured with."""
+    cols = ["method", "origin", "protocol", *reexec_columns(benchmarks), "tasks/level", "source", "config", "date"]
+    titles = " and ".join(title for _, _, title in benchmarks.values())
+    t = Table("reexec", f"Re-executability (%) on {titles}, O0–O3", cols)
+    order = {"gold": 0, "ghidra": 1, "ida": 2}  # sanity and baseline rows first, then the model systems
+    systems: dict[str, dict[str, dict]] = {}
+    for res in sorted(results, key=lambda r: (order.get(r["system"], 3), r["_path"])):
+        if res["kind"] == "decompile" and res["benchmark"] in benchmarks:
+            systems.setdefault(res["system"], {})[res["benchmark"]] = res
+    protocols: dict[str, set] = {}
+    for per in systems.values():
+        row = {"method": _label(next(iter(per.values()))), "origin": OURS}
+        proto, tasks, provs = [], [], []
+        for bench, (prefix, _, _) in benchmarks.items():
+            res = per.get(bench)
+            if res is None:
+                continue
+            row.update({f"{prefix} {lv}": res["reexec"].get(lv) for lv in LEVELS})
+            row[f"{prefix} avg"] = res["reexec_avg"]
+            protocol = res.get("protocol") or "llm4decompile"  # files written before the protocol was recorded
+            protocols.setdefault(bench, set()).add(protocol)
+            proto.append(f"{prefix}: {protocol}")
+            tasks.append(f"{prefix} {_subset_note(res)}")
+            provs.append(_prov(res))
+        row.update({"protocol": "; ".join(proto), "tasks/level": "; ".join(tasks),
+                    "source": "; ".join(p["source"] for p in provs),
+                    "config": "; ".join(dict.fromkeys(p["config"] for p in provs)),
+                    "date": max(p["date"] for p in provs)})
         t.rows.append(row)
     for pub in published.get("reexec", []):
-        he = pub.get("humaneval", {})
-        t.rows.append({"method": pub["method"], "origin": PUBLISHED, **{lv: he.get(lv) for lv in LEVELS},
-                       "avg": he.get("avg"), "tasks/level": "164", "source": f"published: {pub['source']}"})
-    t.notes += _input_notes(results, benchmark)
+        row = {"method": pub["method"], "origin": PUBLISHED, "protocol": "sk2decompile (paper)",
+               "source": f"published: {pub['source']}"}
+        for bench, (prefix, key, _) in benchmarks.items():
+            vals = pub.get(key, {})
+            row.update({f"{prefix} {c}": vals.get(c) for c in (*LEVELS, "avg")})
+        row["tasks/level"] = "HE 164" if "humaneval_decompile" in benchmarks else ""
+        t.rows.append(row)
+    for bench, (prefix, _, title) in benchmarks.items():
+        for protocol in sorted(protocols.get(bench, ())):
+            t.notes.append(f"{title} ({prefix}), our rows: protocol {protocol} ({PROTOCOL_NOTES.get(protocol, '')}).")
+    t.notes.append("Published rows: the paper's own harness (protocol sk2decompile) on the reference's evaluation "
+                   "files with IDA-normalised pseudo-code inputs.")
+    for bench in benchmarks:
+        t.notes += _input_notes(results, bench)
+        t.notes += _data_notes(results, bench)
+    t.notes.append("Our model rows on the legacy HumanEval-Decompile file use Ghidra pseudo-code through this "
+                   "project's normaliser (see docs/evaluation.md).")
     t.notes += _source_notes(published, {p["source"] for p in published.get("reexec", [])})
     return t
 
 
+def _data_notes(results: Sequence[dict], benchmark: str) -> list[str]:
+    """Which evaluation file(s) our rows of a benchmark were measured on; a project-written sample is said so."""
+    title = DEC_BENCHMARKS.get(benchmark, (None, None, benchmark))[2]
+    notes = []
+    for data in dict.fromkeys(r.get("data") for r in results
+                              if r["kind"] == "decompile" and r["benchmark"] == benchmark and r.get("data")):
+        note = f"{title} data: {data}"
+        if "sample" in Path(str(data)).name:
+            note += (" (a project-written sample in the reference's schema, see data/sk2decompile/PROVENANCE.md: "
+                     "checks the pipeline, not comparable with the published numbers)")
+        notes.append(note)
+    return notes
+
+
 def _input_notes(results: Sequence[dict], benchmark: str) -> list[str]:
     notes = []
+    title = DEC_BENCHMARKS.get(benchmark, (None, None, benchmark))[2]
     for res in results:
         if res["kind"] == "decompile" and res["benchmark"] == benchmark and res.get("input_note"):
-            note = f"{_label(res)}: {res['input_note']}"
+            note = f"{title}, {_label(res)}: {res['input_note']}"
             if note not in notes:
                 notes.append(note)
-    notes.append("Published rows use the reference's IDA-normalised pseudo-code inputs and all 164 tasks per level; "
-                 "our model rows use Ghidra pseudo-code through this project's normaliser (see docs/evaluation.md).")
     return notes
 
 
@@ -123,32 +188,47 @@ def _source_notes(published: dict, keys: Iterable[str]) -> list[str]:
     return [f"[{k}] {' '.join(str(src.get(k, '')).split())}" for k in sorted(keys)]
 
 
-def table_ablation(results: Sequence[dict], published: dict, benchmark: str = "humaneval_decompile") -> Table:
-    cols = ["variant", "paper HumanEval", "paper MBPP", "ours HumanEval", "ours system", "tasks/level", "source",
-            "config", "date"]
+def table_ablation(results: Sequence[dict], published: dict) -> Table:
+    cols = ["variant", "paper HumanEval", "paper MBPP", "ours HumanEval", "ours MBPP", "ours system", "protocol",
+            "tasks/level", "source", "config", "date"]
     t = Table("ablation", "RL ablation: average re-executability (%) (paper Table 4 beside ours)", cols)
-    ours = {}
-    for res in results:
-        if res["kind"] == "decompile" and res["benchmark"] == benchmark and res.get("variant"):
-            ours.setdefault(res["variant"], []).append(res)
+    ours: dict[str, dict[str, dict[str, dict]]] = {}  # variant -> system -> benchmark -> result
+    for res in sorted(results, key=lambda r: r["_path"]):
+        if res["kind"] == "decompile" and res["benchmark"] in DEC_BENCHMARKS and res.get("variant"):
+            ours.setdefault(res["variant"], {}).setdefault(res["system"], {})[res["benchmark"]] = res
+
+    def mine(per: dict[str, dict]) -> dict:
+        row = {"ours system": _label(next(iter(per.values())))}
+        proto, tasks, provs = [], [], []
+        for bench, col in (("humaneval_decompile", "ours HumanEval"), ("mbpp_decompile", "ours MBPP")):
+            res = per.get(bench)
+            if res is not None:
+                prefix = DEC_BENCHMARKS[bench][0]
+                row[col] = res["reexec_avg"]
+                proto.append(f"{prefix}: {res.get('protocol') or 'llm4decompile'}")
+                tasks.append(f"{prefix} {_subset_note(res)}")
+                provs.append(_prov(res))
+        row.update({"protocol": "; ".join(proto), "tasks/level": "; ".join(tasks),
+                    "source": "; ".join(p["source"] for p in provs),
+                    "config": "; ".join(dict.fromkeys(p["config"] for p in provs)),
+                    "date": max(p["date"] for p in provs)})
+        return row
+
     seen = set()
     for pub in published.get("ablation", []):
         seen.add(pub["variant"])
-        mine = ours.get(pub["variant"], [])
-        if not mine:
-            t.rows.append({"variant": pub["label"], "paper HumanEval": pub.get("humaneval"),
-                           "paper MBPP": pub.get("mbpp")})
-        for res in mine:
-            t.rows.append({"variant": pub["label"], "paper HumanEval": pub.get("humaneval"),
-                           "paper MBPP": pub.get("mbpp"), "ours HumanEval": res["reexec_avg"],
-                           "ours system": _label(res), "tasks/level": _subset_note(res), **_prov(res)})
-    for variant, mine in ours.items():
-        if variant in seen:
-            continue
-        for res in mine:
-            t.rows.append({"variant": variant, "ours HumanEval": res["reexec_avg"], "ours system": _label(res),
-                           "tasks/level": _subset_note(res), **_prov(res)})
-    t.notes.append("Paper columns: published numbers; 'ours' columns: this project's runs (– where not run).")
+        paper = {"variant": pub["label"], "paper HumanEval": pub.get("humaneval"), "paper MBPP": pub.get("mbpp")}
+        systems = ours.get(pub["variant"], {})
+        if not systems:
+            t.rows.append(paper)
+        for per in systems.values():
+            t.rows.append({**paper, **mine(per)})
+    for variant, systems in ours.items():
+        if variant not in seen:
+            for per in systems.values():
+                t.rows.append({"variant": variant, **mine(per)})
+    t.notes.append("Paper columns: published numbers (protocol sk2decompile); 'ours' columns: this project's runs "
+                   "(– where not run), with the protocol of each benchmark.")
     t.notes += _source_notes(published, {p["source"] for p in published.get("ablation", [])})
     return t
 

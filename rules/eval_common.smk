@@ -16,6 +16,20 @@ EVAL_GEN_RUNS = (
 )
 # Sandbox limits of evaluation jobs: the project's sandbox section with the evaluate overrides.
 EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
+# SK2Decompile benchmarks: result name -> evaluation set (path or URL), re-executability protocol, rows that
+# need no model. One result per system and benchmark: results/eval/<system>/<benchmark>.json.
+DEC_BENCHMARKS = {
+    "humaneval_decompile": {k: EVAL_DEC[k] for k in ("data", "protocol", "baselines")},
+}
+if EVAL_DEC["mbpp"]["enabled"]:
+    DEC_BENCHMARKS["mbpp_decompile"] = {
+        k: EVAL_DEC["mbpp"][k] for k in ("data", "protocol", "baselines")
+    }
+DEC_BASELINES = sorted(
+    {b for bench in DEC_BENCHMARKS.values() for b in bench["baselines"]}
+)
+# evaluation sets given as URLs are downloaded once into this folder by the job that needs them
+EVAL_CACHE = res("cache", "eval")
 # Embedding of the identifier metric: the configured `embedding` section (the reward's model) with the
 # evaluate.decompile.embedding overrides. A served model on a GPU node (vLLM's server) needs the GPU and the
 # training environment; otherwise scoring needs neither.
@@ -30,6 +44,12 @@ EVAL_EMBEDDING_ON_GPU = bool(
 def eval_alternatives(names):
     """A wildcard regex matching exactly the given names (nothing when the list is empty)."""
     return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def dec_data_input(wildcards):
+    """A decompilation benchmark's evaluation set as job input ({} for a URL: the job downloads it)."""
+    src = DEC_BENCHMARKS[wildcards.benchmark]["data"]
+    return {} if src.startswith(("http://", "https://")) else {"data": src}
 
 
 def run_model_dir(run):
@@ -55,8 +75,9 @@ def identifier_resources():
 
 def eval_targets():
     files = [
-        res("eval", name, "humaneval_decompile.json")
-        for name in EVAL_DEC["baselines"] + list(EVAL_SYSTEMS)
+        res("eval", name, f"{bench}.json")
+        for bench, spec in DEC_BENCHMARKS.items()
+        for name in spec["baselines"] + list(EVAL_SYSTEMS)
     ]
     if EVAL_DEC["bringupbench"]["enabled"]:
         files.append(res("eval", "bringupbench", "identifier.json"))
@@ -91,7 +112,12 @@ def report_runs():
 
 
 def eval_decompile_files():
-    return [f for f in EVAL_TARGETS if f.endswith("humaneval_decompile.json")]
+    return [
+        f
+        for f in EVAL_TARGETS
+        if os.path.basename(f)[: -len(".json")] in DEC_BENCHMARKS
+        and os.path.basename(os.path.dirname(f)) != "bringupbench"
+    ]
 
 
 def eval_codegen_files():

@@ -1,5 +1,5 @@
-# Stage: evaluate. SK2Decompile re-executability on HumanEval-Decompile (gold / Ghidra rows and the configured
-# two-phase model systems), identifier quality (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on
+# Stage: evaluate. SK2Decompile re-executability on HumanEval-Decompile and MBPP-Decompile (gold / decompiler
+# rows and the configured two-phase model systems), identifier quality (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on
 # the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
 # Target rule: `evaluate`. Library code: codegrpo/eval/ (docs/evaluation.md).
 
@@ -9,13 +9,14 @@ include: "eval_common.smk"
 
 rule eval_decompile_baseline:
     input:
-        data=EVAL_DEC["data"],
+        unpack(dec_data_input),
     output:
-        res("eval", "{baseline}", "humaneval_decompile.json"),
+        res("eval", "{baseline}", "{benchmark}.json"),
     log:
-        logpath("eval_decompile_baseline", "{baseline}.log"),
+        logpath("eval_decompile_baseline", "{baseline}.{benchmark}.log"),
     wildcard_constraints:
-        baseline=eval_alternatives(EVAL_DEC["baselines"]),
+        baseline=eval_alternatives(DEC_BASELINES),
+        benchmark=eval_alternatives(list(DEC_BENCHMARKS)),
     conda:
         "../envs/data.yaml"
     threads: EVAL["workers"]
@@ -24,6 +25,9 @@ rule eval_decompile_baseline:
     params:
         levels=EVAL_DEC["levels"],
         tasks_per_level=EVAL_DEC["baseline_tasks_per_level"],
+        data=lambda wc: DEC_BENCHMARKS[wc.benchmark]["data"],
+        protocol=lambda wc: DEC_BENCHMARKS[wc.benchmark]["protocol"],
+        cache=EVAL_CACHE,
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
     script:
@@ -34,7 +38,7 @@ rule eval_decompile_system:
     input:
         unpack(
             lambda wc: {
-                "data": EVAL_DEC["data"],
+                **dec_data_input(wc),
                 "skeleton": run_model_dir(EVAL_SYSTEMS[wc.system]["skeleton"]),
                 **(
                     {"skin": run_model_dir(EVAL_SYSTEMS[wc.system]["skin"])}
@@ -44,12 +48,15 @@ rule eval_decompile_system:
             }
         ),
     output:
-        res("eval", "{system}", "humaneval_decompile.json"),
+        res("eval", "{system}", "{benchmark}.json"),
     log:
-        logpath("eval_decompile_system", "{system}.log"),
-        embedding=logpath("eval_decompile_system", "{system}.embedding_server.log"),
+        logpath("eval_decompile_system", "{system}.{benchmark}.log"),
+        embedding=logpath(
+            "eval_decompile_system", "{system}.{benchmark}.embedding_server.log"
+        ),
     wildcard_constraints:
         system=eval_alternatives(list(EVAL_SYSTEMS)),
+        benchmark=eval_alternatives(list(DEC_BENCHMARKS)),
     conda:
         "../envs/train.yaml"
     threads: EVAL["workers"]
@@ -57,6 +64,9 @@ rule eval_decompile_system:
         **stage_resources("evaluate"),
     params:
         system=lambda wc: EVAL_SYSTEMS[wc.system],
+        data=lambda wc: DEC_BENCHMARKS[wc.benchmark]["data"],
+        protocol=lambda wc: DEC_BENCHMARKS[wc.benchmark]["protocol"],
+        cache=EVAL_CACHE,
         levels=EVAL_DEC["levels"],
         tasks_per_level=EVAL_DEC["tasks_per_level"],
         max_new_tokens=EVAL_DEC["max_new_tokens"],
