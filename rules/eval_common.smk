@@ -1,5 +1,5 @@
 # Config values and helper functions of the evaluate and tables stages (no rules here).
-# Included by rules/evaluate.smk (which the Snakefile includes before rules/tables.smk).
+# Included by rules/evaluate.smk (which the Snakefile includes after rules/dhrcl.smk, before rules/tables.smk).
 import re
 
 from codegrpo.eval.decompile import metric_embedding_config as _metric_embedding_config
@@ -8,12 +8,8 @@ EVAL = config["evaluate"]
 EVAL_DEC = EVAL["decompile"]
 EVAL_GEN = EVAL["codegen"]
 EVAL_SYSTEMS = {s["name"]: s for s in EVAL_DEC["systems"]}
-# DHRCL runs: the configured list, or every run of the dhrcl section.
-EVAL_GEN_RUNS = (
-    EVAL_GEN["runs"]
-    if EVAL_GEN["runs"] is not None
-    else [f"dhrcl-{r}" for r in config.get("dhrcl", {}).get("runs", [])]
-)
+# DHRCL runs: the configured list, or every run of the dhrcl section at every seed (dhrcl_runs, rules/dhrcl.smk).
+EVAL_GEN_RUNS = EVAL_GEN["runs"] if EVAL_GEN["runs"] is not None else dhrcl_runs()
 # Sandbox limits of evaluation jobs: the project's sandbox section with the evaluate overrides.
 EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
 # SK2Decompile benchmarks: result name -> evaluation set (path or URL), re-executability protocol, rows that

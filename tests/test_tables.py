@@ -238,3 +238,64 @@ def test_reexec_notes_name_the_data_and_the_sample(results_dir):
     notes = "\n".join(t.notes)
     assert "MBPP-Decompile data: " in notes and "mbpp-decompile-sample.json (a project-written sample" in notes
     assert "HumanEval-Decompile data: " in notes and "humaneval-decompile-v1-gcc-ghidra.json\n" in notes
+
+
+# --------------------------------------------------------------------------------------------------------
+# seeds
+
+
+def _seed_results(results_dir, tmp_path, runs: dict[str, tuple[float, float, float]]) -> list:
+    """Result files of DHRCL runs, made from the real reference result with the pass@1 / syntax / exec
+    accuracy of each run set (the result files a seed's evaluation writes have this shape)."""
+    base = json.loads((results_dir / "eval" / "reference" / "humaneval.json").read_text())
+    files = []
+    for run, (p1, syn, exe) in runs.items():
+        res = {**base, "system": run, "label": run, "variant": run.split("-")[1], "setting": "reconstructed",
+               "pass@k": {"1": p1}, "syntax_acc": syn, "exec_acc": exe}
+        path = tmp_path / "eval" / run / "humaneval.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(res))
+        files.append(path)
+    return files
+
+
+def test_dhrcl_table_mean_and_std_over_seeds(results_dir, tmp_path):
+    import statistics
+
+    files = _seed_results(results_dir, tmp_path, {
+        "dhrcl-full-seed0": (40.0, 90.0, 80.0), "dhrcl-full-seed1": (44.0, 92.0, 82.0),
+        "dhrcl-full-seed2": (45.0, 94.0, 84.0), "dhrcl-baseline_pass_rate-seed0": (30.0, 88.0, 70.0)})
+    t = tables.table_dhrcl(tables.load_results(files), tables.load_published(), benchmarks=("humaneval",))
+    assert "seeds" in t.columns and t.columns.index("seeds") == t.columns.index("source") - 1
+    ours = {r["method"]: r for r in t.rows if r["origin"] == tables.OURS}
+    assert set(ours) == {"dhrcl-full", "dhrcl-baseline_pass_rate"}  # one row per variant, seeds merged
+    full = ours["dhrcl-full"]
+    assert full["seeds"] == "0, 1, 2"
+    assert full["humaneval pass@1"] == pytest.approx(43.0)
+    assert full["humaneval pass@1"].std == pytest.approx(statistics.stdev([40.0, 44.0, 45.0]))  # 2.65
+    assert full["avg pass@1"] == pytest.approx(43.0) and full["exec acc"] == pytest.approx(82.0)
+    assert full["source"].count("humaneval.json") == 3
+    one = ours["dhrcl-baseline_pass_rate"]
+    assert one["seeds"] == "0" and one["humaneval pass@1"] == 30.0 and one["humaneval pass@1"].std is None
+    md = tables.to_markdown(t)
+    assert "| dhrcl-full | this project | 43.00 ± 2.65 | 43.00 ± 2.65 | 92.00 ± 2.00 | 82.00 ± 2.00 |" in md
+    assert "| dhrcl-baseline_pass_rate | this project | 30.00 | 30.00 | 88.00 | 70.00 |" in md  # no ± for one seed
+    rows = {r["method"]: r for r in csv.DictReader(io.StringIO(tables.to_csv(t)))}
+    assert rows["dhrcl-full"]["humaneval pass@1"] == "43.0000 ± 2.6458" and rows["dhrcl-full"]["seeds"] == "0, 1, 2"
+    assert r"43.00 $\pm$ 2.65" in tables.to_latex(t)
+    # the published row keeps its own mean ± std; rows without a seed suffix are unchanged
+    assert any(r["method"] == "DHRCL (Qwen3-8B)" and r["avg pass@1"] == "50.3 ± 0.2" for r in t.rows)
+
+
+def test_seed_merge_keeps_unseeded_rows_and_names_missing_values():
+    t = tables.Table("x", "x", ["method", "v", "source"])
+    t.rows = [{"method": "reference", "v": 100.0, "source": "a", "_run": "reference"},
+              {"method": "r-seed1", "v": 2.0, "source": "b", "_run": "r-seed1"},
+              {"method": "r-seed0", "v": None, "source": "c", "_run": "r-seed0"}]
+    tables.merge_seed_rows(t, ["v"])
+    assert [r["method"] for r in t.rows] == ["reference", "r"]
+    assert t.rows[0]["v"] == 100.0 and "seeds" not in t.rows[0]
+    assert t.rows[1]["v"] == 2.0 and t.rows[1]["seeds"] == "0, 1" and t.rows[1]["source"] == "c; b"
+    assert any("averaged over seeds [1] only" in n for n in t.notes)
+    assert tables.split_seed("dhrcl-no_ast-seed12") == ("dhrcl-no_ast", 12)
+    assert tables.split_seed("dhrcl-full") == ("dhrcl-full", None)
