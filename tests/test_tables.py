@@ -220,6 +220,7 @@ def test_snakemake_tables_and_report(repo_root, tmp_path, snakemake_bin):
     assert run.returncode == 0, run.stderr[-3000:]
     md = (tmp_path / "results" / "tables" / "reexec.md").read_text()
     assert str(tmp_path / "results" / "eval" / "gold" / "humaneval_decompile.json") in md
+    assert str(tmp_path / "results" / "eval" / "gold" / "mbpp_decompile.json") in md  # MBPP beside HumanEval
     again = subprocess.run(base + ["--rerun-triggers", "mtime", "input", "params", "-n"], cwd=repo_root,
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
