@@ -112,7 +112,6 @@ def eval_decompile_files():
         f
         for f in EVAL_TARGETS
         if os.path.basename(f)[: -len(".json")] in DEC_BENCHMARKS
-        and os.path.basename(os.path.dirname(f)) != "bringupbench"
     ]
 
 

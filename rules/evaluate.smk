@@ -1,6 +1,6 @@
 # Stage: evaluate. SK2Decompile re-executability on HumanEval-Decompile and MBPP-Decompile (gold / decompiler
-# rows and the configured two-phase model systems), identifier quality (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on
-# the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
+# rows and the configured two-phase model systems), identifier quality with the configured embedding model
+# (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
 # Target rule: `evaluate`. Library code: codegrpo/eval/ (docs/evaluation.md).
 
 
