@@ -178,6 +178,19 @@ def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     assert json.loads(launch.env["CODEGRPO_SANDBOX_LIMITS"])["wall_s"] == cfg["sandbox"]["wall_s"]
 
 
+def test_seeded_run_name_and_seed(repo_root, tmp_path):
+    """A run of dhrcl.seeds: dhrcl-<variant>-seed<seed>, trained with that seed (recorded in settings.json)."""
+    cfg = load_config(repo_root / "config.yaml")
+    assert vd.run_name("full") == "dhrcl-full" and vd.run_name("no_ast", 2) == "dhrcl-no_ast-seed2"
+    launch = vd.dhrcl_launch(cfg, "full", train_files=str(tmp_path / "t.parquet"),
+                             val_files=str(tmp_path / "v.parquet"), init_model=str(tmp_path / "model"),
+                             run_dir=tmp_path / "dhrcl-full-seed2", seed=2)
+    hc = launch.validate()
+    assert hc.trainer.experiment_name == "dhrcl-full-seed2" and hc.data.seed == 2
+    settings = json.loads((tmp_path / "dhrcl-full-seed2" / "settings.json").read_text())["settings"]
+    assert settings["seed"] == 2 and settings["run"] == "dhrcl-full-seed2" and cfg["seed"] == 0
+
+
 @pytest.mark.slow
 def test_on_validate_drives_stage_actor_and_resumes(tmp_path, monkeypatch):
     """Real local Ray: the named actor carries the stage, state is saved and restored after a 'restart'."""
