@@ -166,3 +166,233 @@ def test_broken_canonical_solution_is_an_error_naming_the_task(tmp_path):
     with pytest.raises(RuntimeError, match=r"he\.jsonl:1: task HumanEval/900: expected outputs not computed.*"
                                            r"ZeroDivisionError"):
         c.evaluate_samples("humaneval_plus", probs, c.reference_samples(probs), extract=False)
+
+
+# --------------------------------------------------------------------------------------------------------
+# LiveCodeBench
+
+
+def lcb_private(tests) -> str:
+    """LiveCodeBench's compressed private tests: base64(zlib(pickle(JSON string)))."""
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
+
+
+def _lcb_record(qid, title, content, date, starter, public, private, func_name=None, platform="atcoder",
+                compress=True):
+    return {"question_title": title, "question_content": content, "platform": platform, "question_id": qid,
+            "contest_id": "c" + qid, "contest_date": date, "starter_code": starter, "difficulty": "easy",
+            "public_test_cases": json.dumps(public),
+            "private_test_cases": lcb_private(private) if compress else json.dumps(private),
+            "metadata": json.dumps({"func_name": func_name} if func_name else {})}
+
+
+def _stdin(i, o):
+    return {"input": i, "output": o, "testtype": "stdin"}
+
+
+def _fn(i, o):
+    return {"input": i, "output": o, "testtype": "functional"}
+
+
+LCB = [
+    _lcb_record("abc900_a", "Sum of a list", "Read N, then N integers; print their sum and their mean.",
+                "2025-02-01T00:00:00", "",
+                [_stdin("3\n1 2 3\n", "6\n2.0\n")],
+                [_stdin("1\n-5\n", "-5\n-5.0\n"), _stdin("4\n1 1 1 2\n", "5\n1.25\n")]),
+    _lcb_record("3900", "two-sum-count", "Given nums and target, return the indices [i, j] (i < j) whose values "
+                "sum to target.", "2025-03-02T00:00:00",
+                "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        ",
+                [_fn("[2, 7, 11, 15]\n9", "[0, 1]")], [_fn("[3, 2, 4]\n6", "[1, 2]"), _fn("[3, 3]\n6", "[0, 1]")],
+                func_name="twoSum", platform="leetcode", compress=False),
+    _lcb_record("abc700_a", "Old problem", "Print 1.", "2024-01-05T00:00:00", "", [_stdin("", "1\n")],
+                [_stdin("", "1\n")]),
+]
+
+LCB_SOLUTIONS = [
+    {"question_id": "abc900_a",
+     "code": "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs))\nprint(sum(xs) / n)\n"},
+    {"question_id": "3900",
+     "code": "class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+             "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+             "                return (seen[target - x], i)\n            seen[x] = i\n"},
+    {"question_id": "abc700_a", "code": "print(1)\n"},
+]
+
+
+def test_livecodebench_loads_compressed_tests_and_date_window(tmp_path):
+    folder = tmp_path / "lcb"
+    folder.mkdir()
+    write_jsonl(folder / "test.jsonl", LCB[2:])
+    write_jsonl(folder / "test6.jsonl", LCB[:2])
+    for i in range(2, 6):
+        write_jsonl(folder / f"test{i}.jsonl", [])
+    assert s.lcb_files("release_v6") == ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)]
+    assert s.lcb_files("v6") == ["test6.jsonl"]
+    every = s.load_livecodebench(folder, "release_v6")
+    assert [p.problem_id for p in every] == ["abc700_a", "abc900_a", "3900"]
+    window = s.load_livecodebench(folder, "release_v6", start_date="2025-01-01", end_date="2025-12-31")
+    assert [p.problem_id for p in window] == ["abc900_a", "3900"]
+    assert len(window[0].extra["lcb_tests"]) == 3 and window[1].extra["fn_name"] == "twoSum"
+    assert "starter code" in window[1].prompt and "standard input" in window[0].prompt
+    with pytest.raises(s.BenchmarkDataError, match="no problems in the date window"):
+        s.load_livecodebench(folder, "v6", start_date="2026-01-01")
+
+
+def test_livecodebench_reference_programs_pass_and_wrong_ones_fail(tmp_path):
+    data = write_jsonl(tmp_path / "test6.jsonl", LCB)
+    sols = write_jsonl(tmp_path / "solutions.jsonl", LCB_SOLUTIONS)
+    probs = s.load_livecodebench(data, "v6", solutions=sols)
+    ref = c.evaluate_samples("livecodebench", probs, c.reference_samples(probs), extract=False, workers=2)
+    assert ref["pass@k"]["1"] == 100.0, ref["records"]
+    samples = {
+        # mean printed as 2 instead of 2.0: equal as decimals (LiveCodeBench's element-wise comparison)
+        "abc900_a": [_fence("import sys\nd = sys.stdin.read().split()\nn = int(d[0]); xs = list(map(int, d[1:]))\n"
+                            "print(sum(xs)); print(f'{sum(xs) / n:.4f}')"),
+                     _fence("n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs))"),
+                     _fence("print(undefined_name)")],
+        "3900": [_fence("class Solution:\n    def twoSum(self, nums, target):\n"
+                        "        return [0, 1]"),
+                 _fence("class Solution:\n    def twoSum(self, nums, target):\n        while True:\n            pass")],
+        "abc700_a": [_fence("print(' 1 ')"), _fence("print(2)")],
+    }
+    res = c.evaluate_samples("livecodebench", probs, samples, ks=(1,), workers=2,
+                             suites={"livecodebench": {"timeout_s": 1}})
+    rec = {(r["problem_id"], r["sample"]): r for r in res["records"]}
+    assert rec[("abc900_a", 0)]["passed"]
+    assert not rec[("abc900_a", 1)]["passed"] and rec[("abc900_a", 1)]["exec_ok"]
+    assert not rec[("abc900_a", 2)]["exec_ok"] and "NameError" in rec[("abc900_a", 2)]["detail"]
+    assert not rec[("3900", 0)]["passed"] and rec[("3900", 0)]["n_pass"] == 1  # right on the public test only
+    assert not rec[("3900", 1)]["passed"] and "timeout" in rec[("3900", 1)]["detail"]
+    assert rec[("abc700_a", 0)]["passed"] and not rec[("abc700_a", 1)]["passed"]
+
+
+def test_livecodebench_stdio_comparison():
+    from codegrpo.eval.suite_driver import lcb_stdio_match
+
+    assert lcb_stdio_match("1 2\n3.50\n", "1 2\n3.5")
+    assert lcb_stdio_match("  a b \n", "a b")
+    assert not lcb_stdio_match("1 2\n", "1 2\n3\n")
+    assert not lcb_stdio_match("0.1\n", "0.10001")
+    assert not lcb_stdio_match("yes\n", "YES\n")
+
+
+def test_livecodebench_bad_records_name_file_line_and_field(tmp_path):
+    bad = dict(LCB[0], private_test_cases="%%% not base64 %%%")
+    path = write_jsonl(tmp_path / "test6.jsonl", [LCB[1], bad])
+    with pytest.raises(s.BenchmarkDataError, match=r"test6\.jsonl: line 2: field 'private_test_cases'"):
+        s.load_livecodebench(path, "v6")
+    no_fn = dict(LCB[1], metadata="{}")
+    with pytest.raises(s.BenchmarkDataError, match=r"line 1: functional tests but no metadata\.func_name"):
+        s.load_livecodebench(write_jsonl(tmp_path / "t.jsonl", [no_fn]), "v6")
+    missing = {k: v for k, v in LCB[0].items() if k != "contest_date"}
+    with pytest.raises(s.BenchmarkDataError, match=r"line 1: field 'contest_date' is missing"):
+        s.load_livecodebench(write_jsonl(tmp_path / "m.jsonl", [missing]), "v6")
+
+
+# --------------------------------------------------------------------------------------------------------
+# BigCodeBench
+
+_BCB_TEST_MEAN = '''import unittest
+import numpy as np
+
+
+class TestCases(unittest.TestCase):
+    def test_mean(self):
+        self.assertAlmostEqual(task_func([1, 2, 3]), 2.0)
+
+    def test_array(self):
+        out = task_func(np.array([4.0, 6.0]))
+        self.assertIsInstance(out, float)
+        self.assertEqual(out, 5.0)
+
+    def test_empty(self):
+        with self.assertRaises(ValueError):
+            task_func([])
+'''
+
+_BCB_TEST_FRAME = '''import unittest
+import pandas as pd
+
+
+class TestCases(unittest.TestCase):
+    def test_counts(self):
+        df = task_func(["a", "b", "a"])
+        self.assertListEqual(list(df.columns), ["word", "count"])
+        self.assertEqual(df.set_index("word")["count"].to_dict(), {"a": 2, "b": 1})
+
+    def test_sorted(self):
+        df = task_func(["z", "y", "y"])
+        self.assertEqual(list(df["word"]), ["y", "z"])
+'''
+
+
+def _bcb_record(tid, entry, code_prompt, doc, body, test, libs, instruct):
+    complete = code_prompt + '    """\n' + doc + '\n    """\n'
+    return {"task_id": tid, "complete_prompt": complete, "instruct_prompt": instruct,
+            "canonical_solution": body, "code_prompt": code_prompt, "test": test, "entry_point": entry,
+            "doc_struct": json.dumps({"description": [doc]}), "libs": repr(libs)}
+
+
+BCB = [
+    _bcb_record("BigCodeBench/9000", "task_func", "import numpy as np\n\ndef task_func(values):\n",
+                "    Mean of the values as a Python float; ValueError when empty.",
+                "    arr = np.asarray(values, dtype=float)\n    if arr.size == 0:\n"
+                "        raise ValueError('empty')\n    return float(arr.mean())\n",
+                _BCB_TEST_MEAN, ["numpy"],
+                "Return the mean of the values as a Python float; raise ValueError when empty.\n"
+                "You should write self-contained code starting with:\n```\nimport numpy as np\n"
+                "def task_func(values):\n```"),
+    _bcb_record("BigCodeBench/9001", "task_func", "import pandas as pd\nfrom collections import Counter\n\n"
+                "def task_func(words):\n",
+                "    A DataFrame of word counts (columns word, count) sorted by count, then word.",
+                "    c = Counter(words)\n    rows = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))\n"
+                "    return pd.DataFrame(rows, columns=['word', 'count'])\n",
+                _BCB_TEST_FRAME, ["pandas", "collections"],
+                "Count words into a DataFrame (columns word, count) sorted by count then word.\n"
+                "You should write self-contained code starting with:\n```\nimport pandas as pd\n"
+                "from collections import Counter\ndef task_func(words):\n```"),
+]
+
+
+def test_bigcodebench_canonical_passes_wrong_fails_and_missing_libraries_are_named(tmp_path):
+    missing = _bcb_record("BigCodeBench/9002", "task_func", "import not_a_real_lib_xyz\n\ndef task_func():\n",
+                          "    Uses a library this environment lacks.", "    return not_a_real_lib_xyz.run()\n",
+                          "import unittest\n\n\nclass TestCases(unittest.TestCase):\n    def test_run(self):\n"
+                          "        self.assertTrue(task_func())\n", ["not_a_real_lib_xyz"], "Run it.")
+    path = write_jsonl(tmp_path / "bigcodebench-hard.jsonl", BCB + [missing])
+    probs = s.load_bigcodebench("bigcodebench_hard", path, "v0.1.4")
+    assert probs[0].extra["libs"] == ["numpy"] and "self-contained" in probs[0].prompt
+    ref = c.evaluate_samples("bigcodebench_hard", probs, c.reference_samples(probs), extract=False, workers=2)
+    rec = {r["problem_id"]: r for r in ref["records"]}
+    assert rec["BigCodeBench/9000"]["passed"] and rec["BigCodeBench/9001"]["passed"], ref["records"]
+    assert not rec["BigCodeBench/9002"]["passed"]
+    assert rec["BigCodeBench/9002"]["detail"] == "missing libraries: not_a_real_lib_xyz"
+    assert ref["missing_libraries"] == {"not_a_real_lib_xyz": ["BigCodeBench/9002"]}
+    samples = {
+        # calibrated: the code_prompt's imports come first, so a body-only answer with its own def still works
+        "BigCodeBench/9000": [_fence("def task_func(values):\n    arr = np.asarray(values, dtype=float)\n"
+                                     "    if arr.size == 0:\n        raise ValueError\n    return float(arr.sum() / arr.size)"),
+                              _fence("def task_func(values):\n    return sum(values) / len(values)")],
+        "BigCodeBench/9001": [_fence("def task_func(words):\n    return pd.DataFrame({'word': sorted(set(words))})"),
+                              _fence("import time\ndef task_func(words):\n    time.sleep(30)")],
+        "BigCodeBench/9002": ["```python\ndef task_func():\n    return True\n```"] * 2,
+    }
+    res = c.evaluate_samples("bigcodebench_hard", probs, samples, ks=(1,), workers=2,
+                             suites={"bigcodebench": {"timeout_s": 3}})
+    r = {(x["problem_id"], x["sample"]): x for x in res["records"]}
+    assert r[("BigCodeBench/9000", 0)]["passed"]
+    assert not r[("BigCodeBench/9000", 1)]["passed"] and "test_empty" in r[("BigCodeBench/9000", 1)]["detail"]
+    assert r[("BigCodeBench/9000", 1)]["n_pass"] == 2 and r[("BigCodeBench/9000", 1)]["n_test"] == 3
+    assert not r[("BigCodeBench/9001", 0)]["passed"] and r[("BigCodeBench/9001", 0)]["exec_ok"]
+    assert not r[("BigCodeBench/9001", 1)]["passed"] and "time limit" in r[("BigCodeBench/9001", 1)]["detail"]
+    assert not r[("BigCodeBench/9002", 0)]["passed"]  # never run: its library is missing
+    assert res["missing_libraries"] == {"not_a_real_lib_xyz": ["BigCodeBench/9002"]}
+
+
+def test_bigcodebench_bad_records_name_file_line_and_field(tmp_path):
+    bad = dict(BCB[0], libs="['numpy'")
+    with pytest.raises(s.BenchmarkDataError, match=r"b\.jsonl: line 2: field 'libs' is not a list literal"):
+        s.load_bigcodebench("bigcodebench_full", write_jsonl(tmp_path / "b.jsonl", [BCB[1], bad]), "v0.1.4")
+    no_test = {k: v for k, v in BCB[0].items() if k != "test"}
+    with pytest.raises(s.BenchmarkDataError, match=r"line 1: field 'test' is missing"):
+        s.load_bigcodebench("bigcodebench_full", write_jsonl(tmp_path / "c.jsonl", [no_test]), "v0.1.4")

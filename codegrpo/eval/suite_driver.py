@@ -47,7 +47,14 @@ class _Timeout(BaseException):
     """Raised by the alarm (a BaseException, so that a candidate's ``except Exception`` does not swallow it)."""
 
 
+_FIRED: list = []  # set when the alarm went off (a test runner may catch the exception itself)
+_STOP: list = []  # objects with .stop() to call at the alarm (a unittest result)
+
+
 def _alarm(signum, frame):
+    _FIRED.append(True)
+    for obj in _STOP:
+        obj.stop()
     raise _Timeout()
 
 
@@ -387,9 +394,13 @@ def bcb() -> None:
             sys.modules["__test__"] = mod
             suite = unittest.TestLoader().loadTestsFromTestCase(mod.__dict__["TestCases"])
             result = unittest.TestResult()
+            _STOP.append(result)
             suite.run(result)
         _clear()
+        if _FIRED:
+            raise _Timeout()
     except _Timeout:
+        _clear()
         res.update(status="timeout", error=f"time limit {task['timeout']:g} s")
         _write(res)
         return

@@ -272,7 +272,16 @@ def _ground_truth(problem: Problem, sandbox, cfg: Mapping) -> tuple[bytes, dict]
         return ex["gt"]
 
 
-def _result_json(got: Mapping[str, bytes]) -> dict:
+def _result_json(got: Mapping[str, bytes], res=None) -> dict:
+    """The driver's result.json; a job killed at the sandbox's wall-clock limit reads as a timeout."""
+    out = _parse_result(got)
+    if res is not None and res.timed_out and out.get("status") in (None, "fail") and \
+            out.get("error") in (None, "did not finish"):
+        out.update(status="timeout", error="time limit of the sandbox job")
+    return out
+
+
+def _parse_result(got: Mapping[str, bytes]) -> dict:
     try:
         obj = json.loads(got.get("result.json", b"{}").decode("utf-8", "replace"))
     except ValueError:
@@ -301,7 +310,7 @@ def score_evalplus(problem: Problem, code: str, sample: int, sandbox, timeout: f
                                   files={"solution.py": program, "task.pkl": pickle.dumps(task),
                                          "expected.pkl": expected},
                                   timeout_s=wall, collect=["result.json"])
-    out = _result_json(got)
+    out = _result_json(got, res)
     base, plus = out.get("base") or {}, out.get("plus") or {}
     base_ok = base.get("status") == "pass"
     plus_ok = base_ok and plus.get("status") == "pass"
@@ -404,7 +413,7 @@ def score_bigcodebench(problem: Problem, code: str, sample: int, sandbox, timeou
     res, got = sandbox.run_python(DRIVER.read_text(encoding="utf-8"), args=["bcb"],
                                   files={"solution.py": program, "task.pkl": pickle.dumps(task)},
                                   timeout_s=limit_s + 5, limits=lim, collect=["result.json"])
-    out = _result_json(got)
+    out = _result_json(got, res)
     ok = out.get("status") == "pass"
     n = int(out.get("n") or 0)
     failed = out.get("failed") or {}
@@ -550,7 +559,7 @@ def score_livecodebench(problem: Problem, code: str, sample: int, sandbox, timeo
     res, got = sandbox.run_python(DRIVER.read_text(encoding="utf-8"), args=["lcb"],
                                   files={"solution.py": code, "task.pkl": pickle.dumps(task)},
                                   timeout_s=wall, limits=lim, collect=["result.json"])
-    out = _result_json(got)
+    out = _result_json(got, res)
     ok = out.get("status") == "pass"
     detail = "" if ok else f"{out.get('status', 'fail')}: {out.get('error') or _exec_note(res)}"[:300]
     return SampleResult(problem.problem_id, sample, parses(code), bool(out.get("executed")), ok,
