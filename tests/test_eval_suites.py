@@ -396,3 +396,36 @@ def test_bigcodebench_bad_records_name_file_line_and_field(tmp_path):
     no_test = {k: v for k, v in BCB[0].items() if k != "test"}
     with pytest.raises(s.BenchmarkDataError, match=r"line 1: field 'test' is missing"):
         s.load_bigcodebench("bigcodebench_full", write_jsonl(tmp_path / "c.jsonl", [no_test]), "v0.1.4")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Shipped samples (the default CPU pipeline) and the DHRCL table
+
+
+def test_shipped_samples_pass_and_feed_the_dhrcl_table(tmp_path):
+    from codegrpo import tables
+    from codegrpo.config import load_config
+
+    cfg = load_config(REPO / "config.yaml")["evaluate"]["codegen"]
+    paths = []
+    for b in s.SUITE_BENCHMARKS:
+        out = tmp_path / "eval" / "reference" / f"{b}.json"
+        res = c.run_reference(b, out, workers=2, suites=cfg, cfg={"benchmark": b})
+        assert res["pass@k"]["1"] == 100.0, (b, res["records"])
+        assert res["benchmark_version"] and res["data"] == str(cfg[b]["source"])
+        paths.append(out)
+    lcb = json.loads((tmp_path / "eval" / "reference" / "livecodebench.json").read_text())
+    assert lcb["n_problems"] == 2 and lcb["date_window"] == ["2025-01-01", None]  # the 2024 problem is outside
+    bench = ["humaneval_plus", "mbpp_plus", "bigcodebench_full", "bigcodebench_hard", "livecodebench"]
+    t = tables.table_dhrcl(tables.load_results(paths), tables.load_published(), benchmarks=bench)
+    ours = next(r for r in t.rows if r["origin"] == tables.OURS)
+    assert ours["HumanEval pass@1"] == ours["HumanEval+ pass@1"] == ours["MBPP+ pass@1"] == 100.0
+    assert ours["paper avg pass@1"] == 100.0 and ours.get("CodeElo pass@1") is None
+    pub = next(r for r in t.rows if r["method"] == "DHRCL (Qwen3-8B)")
+    assert pub["paper avg pass@1"] == "50.3 ± 0.2" and pub["origin"] == tables.PUBLISHED
+    notes = " ".join(t.notes)
+    assert "online judge" in notes and "published numbers only" in notes
+    assert "livecodebench: v6 (data/codegen_samples/livecodebench, contest dates 2025-01-01 to …)" in notes
+    assert t.columns[2:11] == ["HumanEval pass@1", "HumanEval+ pass@1", "MBPP pass@1", "MBPP+ pass@1",
+                               "BigCodeBench Full pass@1", "BigCodeBench Hard pass@1", "LiveCodeBench v6 pass@1",
+                               "CodeElo pass@1", "avg pass@1"]
