@@ -429,3 +429,16 @@ def test_shipped_samples_pass_and_feed_the_dhrcl_table(tmp_path):
     assert t.columns[2:11] == ["HumanEval pass@1", "HumanEval+ pass@1", "MBPP pass@1", "MBPP+ pass@1",
                                "BigCodeBench Full pass@1", "BigCodeBench Hard pass@1", "LiveCodeBench v6 pass@1",
                                "CodeElo pass@1", "avg pass@1"]
+
+
+def test_run_python_returns_collected_files_and_enforces_the_limit():
+    from codegrpo.execution import Sandbox
+
+    with Sandbox() as sb:
+        res, got = sb.run_python("import sys\nopen('out.txt', 'w').write(sys.stdin.read()[::-1] + open('in.txt').read())",
+                                 files={"in.txt": "!"}, stdin="abc", collect=["out.txt", "absent.txt"])
+        assert res.ok and got == {"out.txt": b"cba!"}
+        res, got = sb.run_python("while True:\n    pass\n", timeout_s=1, collect=["out.txt"])
+        assert res.timed_out and not res.ok and got == {}
+        res, _ = sb.run_python("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)")
+        assert res.returncode != 0  # no network inside the sandbox
