@@ -233,7 +233,8 @@ def test_livecodebench_loads_compressed_tests_and_date_window(tmp_path):
     window = s.load_livecodebench(folder, "release_v6", start_date="2025-01-01", end_date="2025-12-31")
     assert [p.problem_id for p in window] == ["abc900_a", "3900"]
     assert len(window[0].extra["lcb_tests"]) == 3 and window[1].extra["fn_name"] == "twoSum"
-    assert "starter code" in window[1].prompt and "standard input" in window[0].prompt
+    assert "Starter code" in window[1].prompt and "method twoSum" in window[1].prompt
+    assert "standard input" in window[0].prompt and "```python" in window[0].prompt
     with pytest.raises(s.BenchmarkDataError, match="no problems in the date window"):
         s.load_livecodebench(folder, "v6", start_date="2026-01-01")
 

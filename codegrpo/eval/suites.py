@@ -527,17 +527,19 @@ def load_livecodebench(source: str, version: str = "release_v6", start_date: str
 
 
 def lcb_prompt(rec: Mapping) -> str:
-    from codegrpo.data.kodcode import build_prompt
+    """The problem in the KodCode training prompt template (codegrpo.data.kodcode.PROMPT_TEMPLATE)."""
+    from codegrpo.data.kodcode import PROMPT_TEMPLATE
 
     q = rec["question_content"].strip()
     starter = rec["starter_code"].strip()
     if starter:
-        q += ("\n\nUse this starter code (your solution is called through it):\n```python\n" + starter + "\n```")
-        names = [json.loads(rec["metadata"] or "{}").get("func_name") or "Solution"]
+        q += "\n\nStarter code:\n```python\n" + starter + "\n```"
+        fn = json.loads(rec["metadata"] or "{}").get("func_name")
+        contract = (f"Your code must define the class Solution with the method {fn} of the starter code."
+                    if "class Solution" in starter else f"Your code must define: {fn}")
     else:
-        q += "\n\nRead the input from standard input and write the answer to standard output."
-        names = ["a program that reads stdin"]
-    return build_prompt(q, None, names, tests_import=False)
+        contract = "Your program must read the input from standard input and print the answer to standard output."
+    return PROMPT_TEMPLATE.format(question=q, contract=contract)
 
 
 def load_lcb_solutions(path: str | os.PathLike) -> dict[str, str]:
