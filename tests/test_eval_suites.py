@@ -443,3 +443,14 @@ def test_run_python_returns_collected_files_and_enforces_the_limit():
         assert res.timed_out and not res.ok and got == {}
         res, _ = sb.run_python("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)")
         assert res.returncode != 0  # no network inside the sandbox
+
+
+def test_evalplus_part_time_limit_stops_a_slow_but_correct_program(tmp_path):
+    task = dict(HE_PLUS[0], plus_input=[[[i]] for i in range(12)])
+    probs = s.load_evalplus("humaneval_plus", write_jsonl(tmp_path / "he.jsonl", [task]))
+    slow = "import time\ndef sum_squares(xs):\n    time.sleep(0.25)\n    return sum(x * x for x in xs)\n"
+    opts = {"evalplus": {"min_time_limit_s": 0.5, "task_timeout_s": 1.5}}
+    res = c.evaluate_samples("humaneval_plus", probs, {"HumanEval/900": [slow]}, extract=False, suites=opts)
+    rec = res["records"][0]
+    # base: 2 inputs x 0.25 s within min(1.5, 2 x 0.5) + 1 s; plus: 12 x 0.25 s > min(1.5, 12 x 0.5) + 1 s
+    assert rec["passed_base"] and not rec["passed"] and "part's time limit" in rec["detail"]

@@ -229,16 +229,23 @@ def evalplus_check() -> None:
     res["executed"] = True
     for part in task["parts"]:
         inputs, limits = task["inputs"][part], task["time_limits"][part]
+        deadline = time.monotonic() + task["part_timeout"][part]  # EvalPlus: min(cap, sum of limits) + 1 per part
         n_pass, status, err = 0, "pass", None
         for i, inp in enumerate(inputs):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                status, err = "timeout", f"input {i}: the part's time limit {task['part_timeout'][part]:.2f} s"
+                break
+            part_bound = left < limits[i]
             try:
-                _limit(limits[i])
+                _limit(min(limits[i], left))
                 with _Quiet():
                     out = fn(*inp)
                 _clear()
                 ok = _evalplus_match(task, inp, out, expected[part][i])
             except _Timeout:
-                status, err = "timeout", f"input {i}: time limit {limits[i]:.2f} s"
+                status, err = "timeout", (f"input {i}: the part's time limit {task['part_timeout'][part]:.2f} s"
+                                          if part_bound else f"input {i}: time limit {limits[i]:.2f} s")
                 break
             except BaseException as exc:  # noqa: BLE001
                 _clear()

@@ -304,8 +304,9 @@ def score_evalplus(problem: Problem, code: str, sample: int, sandbox, timeout: f
     limits = {part: [max(tmin, factor * t) for t in ts] for part, ts in times.items()}
     task = {"entry_point": problem.entry_point, "dataset": problem.extra["dataset"], "atol": problem.extra["atol"],
             "inputs": problem.extra["inputs"], "time_limits": limits, "parts": ["base", "plus"],
-            "import_limit": cap, "set_eq_tasks": MBPP_SET_EQ_TASKS, "not_none_tasks": MBPP_NOT_NONE_TASKS}
-    wall = cap + sum(min(cap, sum(v)) + 1 for v in limits.values()) + 2
+            "import_limit": cap, "set_eq_tasks": MBPP_SET_EQ_TASKS, "not_none_tasks": MBPP_NOT_NONE_TASKS,
+            "part_timeout": {part: min(cap, sum(v)) + 1 for part, v in limits.items()}}
+    wall = cap + sum(task["part_timeout"].values()) + 2
     res, got = sandbox.run_python(DRIVER.read_text(encoding="utf-8"), args=["evalplus_check"],
                                   files={"solution.py": program, "task.pkl": pickle.dumps(task),
                                          "expected.pkl": expected},
