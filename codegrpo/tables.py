@@ -255,8 +255,28 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
     for b in benchmarks:
         if b in versions:
             t.notes.append(f"{b}: {versions[b]}")
+    t.notes += _reference_exceptions(systems.get("reference", {}), benchmarks)
     t.notes += _source_notes(published, {p["source"] for p in published.get("dhrcl", [])})
     return t
+
+
+def _reference_exceptions(per: dict, benchmarks: Sequence[str], show: int = 10) -> list[str]:
+    """The tasks whose reference solution failed (the benchmark's exceptions, e.g. BigCodeBench tasks that need
+    the network or a missing library), named per benchmark so that a sanity row below 100% is explained."""
+    notes = []
+    for b in benchmarks:
+        res = per.get(b)
+        if not res:
+            continue
+        failed = [r for r in res.get("records", []) if not r.get("passed")]
+        if not failed:
+            continue
+        listed = "; ".join(f"{r['problem_id']} ({(r.get('detail') or 'failed')[:80]})" for r in failed[:show])
+        more = f"; and {len(failed) - show} more (see {res['_path']})" if len(failed) > show else ""
+        missing = res.get("missing_libraries") or {}
+        libs = f" Missing libraries: {', '.join(sorted(missing))}." if missing else ""
+        notes.append(f"Reference solutions failing on {b}: {len(failed)} of {len(res['records'])}: {listed}{more}.{libs}")
+    return notes
 
 
 def table_identifier(results: Sequence[dict]) -> Table:

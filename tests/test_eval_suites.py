@@ -454,3 +454,20 @@ def test_evalplus_part_time_limit_stops_a_slow_but_correct_program(tmp_path):
     rec = res["records"][0]
     # base: 2 inputs x 0.25 s within min(1.5, 2 x 0.5) + 1 s; plus: 12 x 0.25 s > min(1.5, 12 x 0.5) + 1 s
     assert rec["passed_base"] and not rec["passed"] and "part's time limit" in rec["detail"]
+
+
+def test_failing_reference_tasks_are_listed_under_the_table(tmp_path):
+    from codegrpo import tables
+
+    missing = _bcb_record("BigCodeBench/9002", "task_func", "import not_a_real_lib_xyz\n\ndef task_func():\n",
+                          "    Needs a missing library.", "    return 1\n",
+                          "import unittest\n\n\nclass TestCases(unittest.TestCase):\n    def test_one(self):\n"
+                          "        self.assertEqual(task_func(), 1)\n", ["not_a_real_lib_xyz"], "Return 1.")
+    src = write_jsonl(tmp_path / "bcb.jsonl", BCB[:1] + [missing])
+    out = tmp_path / "reference" / "bigcodebench_full.json"
+    c.run_reference("bigcodebench_full", out, suites={"bigcodebench_full": {"source": str(src), "version": "v0.1.4"}})
+    t = tables.table_dhrcl(tables.load_results([out]), tables.load_published(), benchmarks=["bigcodebench_full"])
+    assert next(r for r in t.rows if r["origin"] == tables.OURS)["BigCodeBench Full pass@1"] == 50.0
+    note = next(n for n in t.notes if n.startswith("Reference solutions failing"))
+    assert "bigcodebench_full: 1 of 2: BigCodeBench/9002 (missing libraries: not_a_real_lib_xyz)" in note
+    assert "Missing libraries: not_a_real_lib_xyz." in note
