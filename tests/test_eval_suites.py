@@ -153,6 +153,8 @@ def test_evalplus_schema_errors_name_file_line_and_field(tmp_path):
     path = write_jsonl(tmp_path / "MbppPlus-bad.jsonl", [no_assert])
     with pytest.raises(s.BenchmarkDataError, match=r"line 1: field 'assertion' is missing"):
         s.load_evalplus("mbpp_plus", path)
+    no_test = {k: v for k, v in MBPP_PLUS[1].items() if k != "test"}  # not every MBPP+ release carries `test`
+    assert s.load_evalplus("mbpp_plus", write_jsonl(tmp_path / "MbppPlus-notest.jsonl", [no_test]))[0].entry_point
     (tmp_path / "broken.jsonl").write_text(json.dumps(HE_PLUS[0]) + "\n{not json\n")
     with pytest.raises(s.BenchmarkDataError, match=r"broken\.jsonl: line 2: not valid JSON"):
         s.load_evalplus("humaneval_plus", tmp_path / "broken.jsonl")

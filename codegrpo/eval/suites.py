@@ -189,7 +189,9 @@ def mbpp_plus_inputs(task_id: str, inputs: list) -> list:
 
 
 _EVALPLUS_FIELDS = {"task_id": str, "prompt": str, "entry_point": str, "canonical_solution": str,
-                    "base_input": list, "plus_input": list, "atol": (int, float), "test": str}
+                    "base_input": list, "plus_input": list, "atol": (int, float)}
+# HumanEval+ carries HumanEval's check program in `test`; MBPP+ carries `assertion` (and, in some releases, the
+# original `test`). Neither is run: EvalPlus derives the expected outputs from the canonical solution.
 
 
 def mbpp_question(prompt: str) -> str:
@@ -207,10 +209,12 @@ def load_evalplus(benchmark: str, source: str | os.PathLike, limit: int | None =
         raise ValueError(f"{source}: EvalPlus releases are files (HumanEvalPlus-v*.jsonl.gz / MbppPlus-v*.jsonl.gz, "
                          "a path or URL), not hub datasets")
     dataset = "humaneval" if benchmark == "humaneval_plus" else "mbpp"
-    fields = dict(_EVALPLUS_FIELDS, **({"assertion": str} if dataset == "mbpp" else {}))
+    fields = dict(_EVALPLUS_FIELDS, **({"assertion": str} if dataset == "mbpp" else {"test": str}))
     out = []
     for line, rec in read_records(path):
         _need(path, line, rec, fields)
+        if not isinstance(rec.get("test", ""), str):
+            raise BenchmarkDataError(f"{path}: line {line}: field 'test' must be str")
         for part in ("base_input", "plus_input"):
             for j, inp in enumerate(rec[part]):
                 if not isinstance(inp, list):
@@ -226,7 +230,8 @@ def load_evalplus(benchmark: str, source: str | os.PathLike, limit: int | None =
         else:
             prompt, prefix = humaneval_prompt(rec["prompt"], rec["entry_point"]), rec["prompt"]
         out.append(Problem(
-            problem_id=rec["task_id"], prompt=prompt, tests=rec["test"], entry_point=rec["entry_point"],
+            problem_id=rec["task_id"], prompt=prompt, tests=rec.get("test") or rec.get("assertion", ""),
+            entry_point=rec["entry_point"],
             reference=rec["prompt"] + rec["canonical_solution"], prefix=prefix,
             extra={"suite": "evalplus", "dataset": dataset, "atol": float(rec["atol"] or 0),
                    "inputs": {"base": base, "plus": plus}, "source": f"{path}:{line}",
