@@ -473,3 +473,40 @@ def test_failing_reference_tasks_are_listed_under_the_table(tmp_path):
     note = next(n for n in t.notes if n.startswith("Reference solutions failing"))
     assert "bigcodebench_full: 1 of 2: BigCodeBench/9002 (missing libraries: not_a_real_lib_xyz)" in note
     assert "Missing libraries: not_a_real_lib_xyz." in note
+
+
+def test_sources_by_url_and_parquet(tmp_path, monkeypatch):
+    """An EvalPlus release by URL (a loopback HTTP server stands in for GitHub) is downloaded once into the cache;
+    a BigCodeBench parquet file (the hub's storage format) loads like JSONL."""
+    import functools
+    import http.server
+    import threading
+
+    import pandas as pd
+
+    served = tmp_path / "served"
+    served.mkdir()
+    write_jsonl(served / "HumanEvalPlus.jsonl.gz", HE_PLUS[:2], gz=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("CODEGRPO_BENCH_CACHE", str(tmp_path / "cache"))
+        url = f"http://127.0.0.1:{server.server_address[1]}/HumanEvalPlus.jsonl.gz"
+        probs = s.load_evalplus("humaneval_plus", url)
+        assert [p.problem_id for p in probs] == ["HumanEval/900", "HumanEval/901"]
+        cached = list((tmp_path / "cache").iterdir())
+        assert len(cached) == 1 and cached[0].name.endswith("HumanEvalPlus.jsonl.gz")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(s.load_evalplus("humaneval_plus", url)) == 2  # from the cache: the server is gone
+    with pytest.raises(OSError, match=r"missing\.jsonl\.gz: download failed"):
+        s.resolve_source(f"http://127.0.0.1:{server.server_address[1]}/missing.jsonl.gz")
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # no partial file left behind
+    pq = tmp_path / "test-00000-of-00001.parquet"
+    pd.DataFrame(BCB).to_parquet(pq)
+    probs = s.load_bigcodebench("bigcodebench_full", pq, "v0.1.4", prompt="complete")
+    assert [p.problem_id for p in probs] == ["BigCodeBench/9000", "BigCodeBench/9001"]
+    assert "def task_func(values):" in probs[0].prompt and probs[1].extra["libs"] == ["pandas", "collections"]

@@ -90,10 +90,14 @@ def resolve_source(source: str | os.PathLike) -> tuple[str, Path | None]:
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(dest.name + f".{os.getpid()}.part")
             log.info("downloading %s -> %s", text, dest)
-            with urllib.request.urlopen(text, timeout=120) as resp, open(tmp, "wb") as fh:  # noqa: S310
-                while chunk := resp.read(1 << 20):
-                    fh.write(chunk)
-            os.replace(tmp, dest)
+            try:
+                with urllib.request.urlopen(text, timeout=120) as resp, open(tmp, "wb") as fh:  # noqa: S310
+                    while chunk := resp.read(1 << 20):
+                        fh.write(chunk)
+                os.replace(tmp, dest)
+            except OSError as exc:  # URLError / HTTPError are OSErrors
+                tmp.unlink(missing_ok=True)
+                raise OSError(f"{text}: download failed: {exc}") from exc
         return "file", dest
     path = Path(text).expanduser()
     if path.exists():
