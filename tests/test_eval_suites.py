@@ -498,13 +498,13 @@ def test_sources_by_url_and_parquet(tmp_path, monkeypatch):
         assert [p.problem_id for p in probs] == ["HumanEval/900", "HumanEval/901"]
         cached = list((tmp_path / "cache").iterdir())
         assert len(cached) == 1 and cached[0].name.endswith("HumanEvalPlus.jsonl.gz")
+        with pytest.raises(OSError, match=r"missing\.jsonl\.gz: download failed: HTTP Error 404"):
+            s.resolve_source(f"http://127.0.0.1:{server.server_address[1]}/missing.jsonl.gz")
+        assert len(list((tmp_path / "cache").iterdir())) == 1  # no partial file left behind
     finally:
         server.shutdown()
         server.server_close()
     assert len(s.load_evalplus("humaneval_plus", url)) == 2  # from the cache: the server is gone
-    with pytest.raises(OSError, match=r"missing\.jsonl\.gz: download failed"):
-        s.resolve_source(f"http://127.0.0.1:{server.server_address[1]}/missing.jsonl.gz")
-    assert len(list((tmp_path / "cache").iterdir())) == 1  # no partial file left behind
     pq = tmp_path / "test-00000-of-00001.parquet"
     pd.DataFrame(BCB).to_parquet(pq)
     probs = s.load_bigcodebench("bigcodebench_full", pq, "v0.1.4", prompt="complete")
