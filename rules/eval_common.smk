@@ -77,17 +77,41 @@ def eval_targets():
     ]
     if EVAL_DEC["bringupbench"]["enabled"]:
         files.append(res("eval", "bringupbench", "identifier.json"))
-    runs = EVAL_GEN_RUNS + (["reference"] if EVAL_GEN["reference"] else [])
     files += [
-        res("eval", run, f"{b}.json") for run in runs for b in EVAL_GEN["benchmarks"]
+        res("eval", run, f"{b}.json")
+        for run in EVAL_GEN_RUNS
+        for b in EVAL_GEN["benchmarks"]
     ]
+    if EVAL_GEN["reference"]:
+        files += [res("eval", "reference", f"{b}.json") for b in reference_benchmarks()]
     return files
 
 
+# The paper's BigCodeBench tasks import many libraries: they are scored in envs/bigcodebench.yaml.
+BCB_BENCHMARKS = [b for b in EVAL_GEN["benchmarks"] if b.startswith("bigcodebench_")]
+OTHER_BENCHMARKS = [b for b in EVAL_GEN["benchmarks"] if b not in BCB_BENCHMARKS]
+
+
+def reference_benchmarks():
+    """Benchmarks with a reference-solution sanity row (LiveCodeBench only with configured solutions)."""
+    return [
+        b
+        for b in EVAL_GEN["benchmarks"]
+        if b != "livecodebench" or EVAL_GEN["livecodebench"]["solutions"]
+    ]
+
+
 def codegen_data(wildcards):
+    """Local data files of a benchmark (rerun when they change); URLs and hub ids are fetched by the job."""
     if wildcards.benchmark == "kodcode_heldout":
         return {"data": res("data", "kodcode", "heldout.parquet")}
-    return {}
+    section = EVAL_GEN.get(wildcards.benchmark) or {}
+    out = {}
+    for key in ("source", "solutions"):
+        path = section.get(key)
+        if path and os.path.exists(path):
+            out[f"suite_{key}"] = path
+    return out
 
 
 TABLES = config["tables"]

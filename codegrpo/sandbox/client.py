@@ -257,6 +257,25 @@ class Sandbox:
         with ThreadPoolExecutor(max_workers=len(self._sups)) as ex:
             return list(ex.map(lambda st: self.run_tests(st[0], st[1], timeout_s, limits), items))
 
+    def run_python(self, script: str, files: Mapping[str, str | bytes] | None = None, args: Sequence[str] = (),
+                   stdin: str | None = None, timeout_s: float | None = None, limits: SandboxLimits | None = None,
+                   collect: Sequence[str] = ()) -> tuple[ExecResult, dict[str, bytes]]:
+        """Run ``python main.py ARGS`` (``script`` as ``main.py``) in a job directory holding ``files``.
+
+        The same isolation and limits as every other job; the interpreter is this process's. Returns the run's
+        :class:`ExecResult` and the bytes of each file named in ``collect`` that the job left in its directory
+        (untrusted: the job may have written anything there).
+        """
+        lim = (limits or self.limits).with_timeout(timeout_s)
+        payload = {"main.py": _b64(script)}
+        for name, data in (files or {}).items():
+            payload[name] = base64.b64encode(data).decode() if isinstance(data, bytes) else _b64(data)
+        step = {"kind": "exec", "argv": [bwrap.interpreter(), "main.py", *map(str, args)],
+                "limits": dataclasses.asdict(lim), "stdin": _b64(stdin) if stdin is not None else None}
+        resp = self._submit({"steps": [step], "files": payload, "collect": list(collect)}, lim.wall_s)
+        got = {k: base64.b64decode(v) for k, v in (resp.get("collected") or {}).items()}
+        return _exec_result(resp["steps"][0], self.mechanism), got
+
     def compile_c(self, source: str | os.PathLike, timeout_s: float | None = None,
                   flags: Sequence[str] = ("-O0",), libs: Sequence[str] = ("-lm",),
                   limits: SandboxLimits | None = None) -> CompileResult:
