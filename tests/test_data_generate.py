@@ -16,7 +16,9 @@ import pytest
 from codegrpo.data.generate import OUTPUTS, body_key, eval_keys, generate, load_rows, write_outputs
 from codegrpo.data.headers import PsycheC, gcc_syntax_check
 from codegrpo.data.ingest import unwrap_prompt
-from codegrpo.data.obfuscate import agreement, ir_kept_names, measure_norm2code, obfuscate
+from codegrpo.data.obfuscate import (
+    agreement, deobfuscate, ir_kept_names, measure_norm2code, obfuscate, roundtrip,
+)
 from codegrpo.rewards.sk2d import extract_identifiers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +54,7 @@ def test_obfuscate_agreement_with_reference_ir():
     Not a pure renaming (the reference IR came from preprocessed, sometimes different source), so few match
     exactly; the placeholder conventions do (one pair matches token for token)."""
     m = measure_norm2code(N2C)
-    assert m == {"pairs": 20, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.6699,
+    assert m == {"pairs": 20, "roundtrip": 20, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.6699,
                  "mean_placeholder_ratio": 0.5756}
     # a pure renaming of a reference IR's own source is recovered exactly
     ref = "int func1(type1 *var1, int var2) {\n  return var1->field1 + printf(\"%d\", var2);\n}"
@@ -60,6 +62,38 @@ def test_obfuscate_agreement_with_reference_ir():
              .replace("field1", "count")
     ir, _ = obfuscate(src, ir_kept_names(ref))
     assert agreement(ir, ref)["exact"] and ir == ref
+
+
+def _reference_irs() -> list[str]:
+    """Every IR shipped with the reference: norm2code inputs, pseudo2norm targets, RL ground truths (140)."""
+    irs = [unwrap_prompt("normalized", json.loads(ln)["input"]) for ln in N2C.read_text().splitlines()]
+    irs += [json.loads(ln)["output"] for ln in (ROOT / "data/sk2decompile/pseudo2norm-examples.jsonl")
+            .read_text().splitlines()]
+    irs += [json.loads(ln)["reward_model"]["ground_truth"] for ln in (ROOT / "data/sk2decompile/"
+            "sk2decompile-rl-examples.jsonl").read_text().splitlines()]
+    return irs
+
+
+def test_placeholder_conventions_match_reference_irs():
+    """Kinds, numbering by first appearance per kind, the shared func/var namespace and the kept names: renaming
+    each shipped reference IR's placeholders back to ordinary names and obfuscating again gives it back."""
+    irs = _reference_irs()
+    assert len(irs) == 140
+    failed = [ir for ir in irs if not roundtrip(ir)]
+    assert failed == [], failed[0][:500]
+    # the check can fail: a numbering in another order, or a kind the obfuscator assigns differently
+    ir = "int func1(int var1) {\n  return func2(var1);\n}"
+    assert deobfuscate(ir) == "int qf1_(int qv1_) {\n  return qf2_(qv1_);\n}"
+    assert not roundtrip(ir.replace("func2(var1)", "func3(var1)"))
+    assert not roundtrip("int func1(int var2) {\n  return var2;\n}")
+    assert not roundtrip("int func1(type1 var1) {\n  return var1.var2;\n}")  # a member is a field
+
+
+def test_measure_cli(capsys):
+    from codegrpo.data.obfuscate import main
+
+    assert main([str(N2C)]) == 0
+    assert json.loads(capsys.readouterr().out)["mean_token_ratio"] == 0.6699
 
 
 def _write_sample(path: Path, n: int = 16) -> list[dict]:
