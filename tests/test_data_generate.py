@@ -134,7 +134,10 @@ def test_generate_four_outputs(generated):
     steps = summary["steps"]
     assert summary["rows"] == 17 and steps["read"]["dropped"] == 1
     n = summary["records"]
-    assert n >= 8, summary  # most HumanEval functions survive every step
+    # 4 functions x 4 optimisation levels: every level's pseudo-code normalises and the same function gives the
+    # same IR, so dedup (default: by IR) keeps one record per function that passes the normaliser's filter
+    assert steps["headers"]["dropped"] == steps["validate"]["dropped"] == 0, steps
+    assert n == 4 and steps["dedup"]["dropped_by_reason"] == {"duplicate IR": steps["dedup"]["in"] - 4}, steps
     for k in OUTPUTS:
         lines = (tmp / "out" / f"{k}.jsonl").read_text().splitlines()
         assert len(lines) == n
@@ -161,6 +164,64 @@ def test_generate_four_outputs(generated):
     # provenance gives the optimisation level back through the row id
     row = picked[sk["extra_info"]["provenance"]["row"]]
     assert body_key(row["c_func"]) == body_key(skin["reward_model"]["ground_truth"])
+
+
+def test_generate_dedup_by_pair_keeps_every_level(generated, psychec):
+    tmp, picked, _, first = generated
+    rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
+    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                            psychec=psychec, clang_format_timeout=30.0, gcc_timeout=60.0, dedup="pseudo_ir")
+    # Ghidra's pseudo-code mostly differs per level: most pairs are distinct (Psyche-C's memo serves the
+    # repeated IRs); where two levels give the same pseudo-code the pair is a duplicate
+    st = summary["steps"]["dedup"]
+    assert st["in"] == first["steps"]["dedup"]["in"] and first["records"] < summary["records"] == st["kept"]
+    assert set(st["dropped_by_reason"]) <= {"duplicate (pseudo-code, IR) pair"}
+    assert summary["psyche_c"]["memo_hits"] >= 1
+    assert len({r["extra_info"]["provenance"]["row"] for r in out["rl_skeleton"]}) == summary["records"]
+    with pytest.raises(ValueError, match="dedup must be"):
+        generate(rows, source_name=name, fields={}, psychec=psychec, dedup="source")
+
+
+def test_psychec_failure_reasons_counted(tmp_path):
+    """A Psyche-C that times out / exits non-zero: the headers step and summary count the reason."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "psychecgen").write_text("#!/bin/sh\nsleep 30\n")
+    (slow / "psychecsolver-exe").write_text("#!/bin/sh\nexit 0\n")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "psychecgen").write_text("#!/bin/sh\nexit 3\n")
+    (bad / "psychecsolver-exe").write_text("#!/bin/sh\nexit 0\n")
+    for f in (*slow.iterdir(), *bad.iterdir()):
+        f.chmod(0o755)
+    _write_sample(tmp_path / "s.jsonl", n=4)
+    rows, name = load_rows({"path": str(tmp_path / "s.jsonl")})
+    for d, reason in ((slow, "psychecgen timeout"), (bad, "psychecgen exit 3")):
+        p = PsycheC(timeout=0.5, bin_dir=d)
+        assert p.gen == str(d / "psychecgen")
+        _, summary = generate(rows[:2], source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                              psychec=p, clang_format_timeout=30.0)
+        n = summary["steps"]["headers"]["in"]
+        assert n >= 1 and summary["steps"]["headers"]["dropped_by_reason"] == {reason: n}
+        # per Psyche-C run (one per distinct IR; the same function at two levels runs once)
+        psy = summary["psyche_c"]
+        assert psy["failures"] == {reason: psy["runs"]} and psy["runs"] >= 1 and psy["bin_dir"] == str(d)
+    # a folder without the tools: PATH, then the build folder
+    assert PsycheC(bin_dir=tmp_path / "none").bin_dir == str(tmp_path / "none")
+
+
+def test_generated_datasets_entries(tmp_path):
+    from codegrpo.config import validate_config
+    from codegrpo.data.generate import generated_datasets
+
+    ds = generated_datasets(tmp_path / "gen")
+    assert sorted(ds) == ["generated_rl_skeleton", "generated_rl_skin", "generated_sft_ir2src",
+                          "generated_sft_pseudo2ir"]
+    assert ds["generated_rl_skeleton"]["path"] == str(tmp_path / "gen" / "rl_skeleton.jsonl")
+    assert ds["generated_rl_skeleton"]["check_headers"] and not ds["generated_sft_pseudo2ir"]["normalize"]
+    cfg = {"device": "cpu", "datasets": ds}
+    validate_config(cfg)  # the entries are valid `datasets` entries
+    assert cfg["data"]["sk2d_inputs"] == "examples" and cfg["data"]["generate"]["fields"]["pseudo"] == "instruction"
 
 
 def test_generate_decontaminates_and_dedups(tmp_path, psychec):
