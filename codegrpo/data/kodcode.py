@@ -467,11 +467,12 @@ def prepare_kodcode(
         try:
             if isinstance(obj, _Reject):
                 raise obj
+            if isinstance(obj, dict):  # the configured selection first: rows outside it are not validated
+                _select(obj, subsets, gpt_difficulty, max_benchmark_similarity)
             rec = parse_kodcode_record(obj)
             if rec["question_id"] in seen:
                 raise _Reject("question_id", f"duplicate question_id {rec['question_id']!r} (first at {seen[rec['question_id']]})")
             seen[rec["question_id"]] = f"{where}:{line}"
-            _select(obj, subsets, gpt_difficulty, max_benchmark_similarity)
             hit = evals.match(rec["question"]) if evals else None
             if hit:
                 raise Filtered(f"question overlaps a prompt of the evaluation set {hit!r}", kind=f"contaminated: {hit}")
