@@ -15,12 +15,14 @@ check_input_files(config, source="config", base_dir=os.getcwd())
 DATA_CFG = config["data"]
 GEN = DATA_CFG["generate"]
 GEN_DIR = res("data", "generated")
-# data.sk2d_inputs: the configured datasets (default: the shipped examples) or the generated files.
+# data.sk2d_inputs: the configured datasets (default: the shipped examples) or the generated files feed the
+# parquet files. The configured datasets stay buildable targets either way (results/data/<name>/...).
 if DATA_CFG["sk2d_inputs"] == "generated":
     DATASETS = generated_datasets(GEN_DIR)
+    ALL_DATASETS = {**config["datasets"], **DATASETS}
 else:
-    DATASETS = config["datasets"]
-DATASET_RE = "|".join(re.escape(name) for name in DATASETS)
+    DATASETS = ALL_DATASETS = config["datasets"]
+DATASET_RE = "|".join(re.escape(name) for name in ALL_DATASETS)
 
 
 # (stage, role) -> names of the configured datasets that feed that parquet pair.
@@ -37,7 +39,7 @@ DATA_SOURCES = {
 
 rule data_ingest:
     input:
-        lambda wc: DATASETS[wc.dataset]["path"],
+        lambda wc: ALL_DATASETS[wc.dataset]["path"],
     output:
         records=res("data", "{dataset}", "ingested.jsonl"),
         rejects=res("data", "{dataset}", "rejects.jsonl"),
@@ -53,7 +55,7 @@ rule data_ingest:
         **stage_resources("data"),
     params:
         name=lambda wc: wc.dataset,
-        dataset=lambda wc: DATASETS[wc.dataset],
+        dataset=lambda wc: ALL_DATASETS[wc.dataset],
         on_bad_record=config["on_bad_record"],
         max_line_bytes=DATA_CFG["max_line_bytes"],
         aliases=DATA_CFG["data_source_aliases"],
@@ -78,7 +80,7 @@ rule data_normalize:
     resources:
         **stage_resources("data"),
     params:
-        enabled=lambda wc: DATASETS[wc.dataset]["normalize"],
+        enabled=lambda wc: ALL_DATASETS[wc.dataset]["normalize"],
         settings=DATA_CFG["normalize"],
     script:
         "../workflow_scripts/data_normalize.py"
@@ -103,7 +105,7 @@ rule data_headers:
     resources:
         **stage_resources("data"),
     params:
-        enabled=lambda wc: DATASETS[wc.dataset]["check_headers"],
+        enabled=lambda wc: ALL_DATASETS[wc.dataset]["check_headers"],
         settings=DATA_CFG["headers"],
     script:
         "../workflow_scripts/data_headers.py"

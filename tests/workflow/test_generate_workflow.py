@@ -12,6 +12,7 @@ configured evaluation set must drop.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -138,3 +139,20 @@ def test_generated_files_feed_the_data_stages(snakemake_bin, repo_root, tmp_path
     irs = {r["reward_model"]["ground_truth"] for r in sk}
     assert set(sft["response"]) == irs
     assert all(unwrap_prompt("assembly", p) is not None for p in sft["prompt"])
+
+
+def test_paper_config_plans_generation_from_the_hub(snakemake_bin, repo_root, tmp_path):
+    """config/paper.yaml: the four training files come from decompile-ghidra-100k by hub id, KodCode from the
+    release by hub id; the plan needs no download (dry run)."""
+    cfg = yaml.safe_load((repo_root / "config/paper.yaml").read_text())
+    assert cfg["data"]["sk2d_inputs"] == "generated"
+    assert cfg["data"]["generate"]["source"]["hub_id"] == "LLM4Binary/decompile-ghidra-100k"
+    assert cfg["data"]["kodcode"]["source"]["hub_id"].startswith("KodCode/")
+    proc = subprocess.run([snakemake_bin, "-n", "data", "--configfile", "config/paper.yaml", "--config",
+                           f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/logs"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout.split("Job stats:", 1)[1]
+    jobs = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    assert jobs["data_generate"] == 1 and jobs["data_ingest"] == 4 and jobs["data_kodcode"] == 1, jobs
+    assert f"{tmp_path}/res/data/generated_rl_skeleton/ingested.jsonl" in proc.stdout
