@@ -210,6 +210,20 @@ def test_psychec_failure_reasons_counted(tmp_path):
     assert PsycheC(bin_dir=tmp_path / "none").bin_dir == str(tmp_path / "none")
 
 
+def test_psychec_relative_bin_dir_runs(tmp_path, monkeypatch, psychec):
+    """A relative folder (the default build/psychec/bin) still works: the tools run in a temporary folder."""
+    from codegrpo.data.headers import BUILD_DIRS
+
+    rel = Path("build/psychec/bin")
+    if BUILD_DIRS[0] != ROOT / rel or not (ROOT / rel / "psychecgen").is_file():
+        pytest.skip("Psyche-C is not in build/psychec/bin of this checkout")
+    monkeypatch.chdir(ROOT)
+    p = PsycheC(timeout=60.0, bin_dir=rel)
+    assert Path(p.gen).is_absolute() and Path(p.gen) == ROOT / rel / "psychecgen"
+    header = p.generate("int func1(type1 *var1) {\n  return var1->field1 + var2;\n}")
+    assert header is not None and p.failures == {}
+
+
 def test_generated_datasets_entries(tmp_path):
     from codegrpo.config import validate_config
     from codegrpo.data.generate import generated_datasets

@@ -106,7 +106,8 @@ class PsycheC:
             found = shutil.which(configured)
             if found is None:
                 raise FileNotFoundError(f"configured Psyche-C executable {configured!r} not found or not executable")
-            return found
+            # the tools run in a temporary folder: a relative path (e.g. build/psychec/bin/...) must not stay one
+            return os.path.abspath(found) if os.sep in found else found
         found = shutil.which(default_name)
         if found is None:
             for d in BUILD_DIRS:

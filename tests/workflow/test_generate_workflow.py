@@ -69,9 +69,8 @@ def test_generated_files_feed_the_data_stages(snakemake_bin, repo_root, tmp_path
     cfg = yaml.safe_load((repo_root / "config.yaml").read_text())
     cfg.update(results_dir=str(tmp_path / "res"), logs_dir=str(tmp_path / "logs"))
     cfg["data"]["sk2d_inputs"] = "generated"
-    cfg["data"]["generate"] = {
+    cfg["data"]["generate"] = {  # Psyche-C: the default psychec_bin, build/psychec/bin
         "source": {"path": str(sample), "cache_dir": str(tmp_path / "hf-cache")},
-        "psychec_bin": str(psychec_bin),
         "psychec_timeout": 60.0,  # a loaded machine; the reference's 1 s is a speed limit, not a result
         "val_fraction": 0.25,
     }
@@ -102,8 +101,9 @@ def test_generated_files_feed_the_data_stages(snakemake_bin, repo_root, tmp_path
     psy = summary["psyche_c"]
     assert psy["available"] and psy["psychecgen"].startswith(str(psychec_bin)) and psy["runs"] >= 1
     assert all(r.split()[0] in ("psychecgen", "psychecsolver", "sample.h") for r in psy["failures"])
+    assert set(steps["validate"]["dropped_by_reason"]) <= {"gcc error", "gcc timeout"}
     n = summary["records"]
-    assert n >= 4, steps  # most BringUpBench functions survive every step
+    assert n >= 4, steps  # most BringUpBench functions survive every step (6 of 8 with gcc 12)
     assert steps["headers"]["kept"] == steps["headers"]["in"] - sum(psy["failures"].values())
     for k in OUTPUTS:
         assert len((gen / f"{k}.jsonl").read_text().splitlines()) == n
