@@ -154,7 +154,7 @@ rule data_generate:
         logpath("data_generate", "generate.log"),
     conda:
         "../envs/data.yaml"
-    threads: 1
+    threads: 4
     resources:
         **stage_resources("data"),
     params:

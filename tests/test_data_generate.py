@@ -166,6 +166,15 @@ def test_generate_four_outputs(generated):
     assert body_key(row["c_func"]) == body_key(skin["reward_model"]["ground_truth"])
 
 
+def test_generate_parallel_gives_the_same_result(generated, psychec):
+    tmp, _, out1, first = generated
+    rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
+    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                            psychec=PsycheC(timeout=60.0), clang_format_timeout=30.0, gcc_timeout=60.0,
+                            val_fraction=0.25, workers=4)
+    assert out == out1 and summary["steps"] == first["steps"] and summary["workers"] == 4
+
+
 def test_generate_dedup_by_pair_keeps_every_level(generated, psychec):
     tmp, picked, _, first = generated
     rows, name = load_rows({"path": str(tmp / "sample.jsonl")})

@@ -16,6 +16,7 @@ try:
         seed=sm.params.seed,
         out_dir=os.path.dirname(sm.output.summary),
         html_path=sm.output.steps,
+        workers=sm.threads,
     )
 except Exception:
     logging.exception("data_generate failed")

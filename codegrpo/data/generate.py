@@ -114,95 +114,101 @@ def _split(key: str, seed: int, val_fraction: float) -> str:
     return "val" if h < val_fraction else "train"
 
 
+STEP_ORDER = ("read", "normalize", "obfuscate", "format", "headers", "validate", "dedup", "decontaminate")
+_ROW_STEPS = ("read", "normalize", "obfuscate", "format", "headers", "validate")
+
+
+def _row_steps(i: int, row: dict, fields: dict, source_name: str, psychec: PsycheC, exe: str,
+               clang_format_timeout: float, style: str, gcc: str, gcc_timeout: float) -> tuple[dict | None, tuple]:
+    """The per-row steps (read … validate) of one row: ``(record, ())`` or ``(None, (step, reason))``."""
+    pseudo_f, src_f, opt_f, id_f = fields["pseudo"], fields["source"], fields.get("opt"), fields.get("id")
+    pseudo, source = row.get(pseudo_f), row.get(src_f)
+    if not isinstance(pseudo, str) or not isinstance(source, str) or not pseudo.strip() or not source.strip():
+        return None, ("read", f"field {pseudo_f!r} or {src_f!r} missing or empty")
+    rid = row.get(id_f) if id_f else i
+    opt = row.get(opt_f) if opt_f else None
+    if opt is None:  # decompile-ghidra-100k has no level field; its prompts do not name one either
+        m = _OPT.search(str(row.get("type", "")))
+        opt = m.group(0) if m else None
+    prov = {"source": source_name, "row": rid, "opt": opt}
+
+    norm, why = normalize_pseudo(_unwrap_any(pseudo), exe=exe, timeout=clang_format_timeout, style=style)
+    if norm is None:
+        return None, ("normalize", why.split(":")[0] if "clang-format" in why else re.sub(r"\d+", "N", why))
+    try:
+        ir_raw, mapping = obfuscate(strip_includes(remove_comments(source)), visible_names(norm))
+    except (UnicodeError, ValueError) as exc:
+        return None, ("obfuscate", type(exc).__name__)
+    try:
+        ir = format_code(ir_raw, exe, clang_format_timeout, style)
+        src = format_code(source, exe, clang_format_timeout, style)
+    except ClangFormatError as exc:
+        return None, ("format", str(exc).split(":")[0])
+    header = psychec.generate(ir)
+    if header is None:
+        return None, ("headers", psychec.failure_reason(ir) or "Psyche-C failed")
+    ok, err = gcc_syntax_check(header, ir, gcc=gcc, timeout=gcc_timeout)
+    if not ok:
+        return None, ("validate", "gcc timeout" if "timed out" in err else "gcc error")
+    return {"pseudo": norm, "ir": ir, "source": src, "raw_source": source, "header": header, "provenance": prov,
+            "renamed": len(mapping)}, ()
+
+
 def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: PsycheC, clang_format_path=None,
              clang_format_timeout: float = 5.0, style: str = "Google", gcc: str = "gcc",
              gcc_timeout: float = 10.0, contamination: set[str] = frozenset(), val_fraction: float = 0.1,
-             seed: int = 0, dedup: str = "ir") -> tuple[dict[str, list[dict]], dict]:
+             seed: int = 0, dedup: str = "ir", workers: int = 1) -> tuple[dict[str, list[dict]], dict]:
     """Run all steps on ``rows``; return the four output lists and the summary (counts per step and reason).
 
     ``dedup``: ``ir`` keeps one record per normalised IR (the same function compiled at several optimisation
     levels gives one record); ``pseudo_ir`` keeps one per (pseudo-code, IR) pair, so every level's pseudo-code
-    of a function stays a skeleton example."""
+    of a function stays a skeleton example. ``workers``: threads for the per-row steps (each runs external
+    tools: clang-format, Psyche-C, gcc); dedup, decontamination and the outputs follow the input order, so the
+    result does not depend on ``workers``."""
+    import concurrent.futures as cf
+    import time
+
+    from tqdm import tqdm
+
     if dedup not in ("ir", "pseudo_ir"):
         raise ValueError(f"dedup must be 'ir' or 'pseudo_ir', got {dedup!r}")
+    t0 = time.monotonic()
     exe = find_clang_format(clang_format_path)
-    pseudo_f, src_f, opt_f, id_f = fields["pseudo"], fields["source"], fields.get("opt"), fields.get("id")
-    steps = {s: {"in": 0, "kept": 0, "dropped_by_reason": {}} for s in
-             ("read", "normalize", "obfuscate", "format", "headers", "validate", "dedup", "decontaminate")}
+    steps = {s: {"in": 0, "kept": 0, "dropped_by_reason": {}} for s in STEP_ORDER}
 
     def drop(step, reason):
         d = steps[step]["dropped_by_reason"]
         d[reason] = d.get(reason, 0) + 1
 
+    args = (fields, source_name, psychec, exe, clang_format_timeout, style, gcc, gcc_timeout)
+    with cf.ThreadPoolExecutor(max_workers=max(1, int(workers))) as pool:
+        results = list(tqdm(pool.map(lambda ir: _row_steps(ir[0], ir[1], *args), enumerate(rows)),
+                            total=len(rows), desc="generate", unit="row", mininterval=5.0, disable=None))
     kept: list[dict] = []
     seen: set[str] = set()
-    for i, row in enumerate(rows):
-        steps["read"]["in"] += 1
-        pseudo, source = row.get(pseudo_f), row.get(src_f)
-        if not isinstance(pseudo, str) or not isinstance(source, str) or not pseudo.strip() or not source.strip():
-            drop("read", f"field {pseudo_f!r} or {src_f!r} missing or empty")
+    for rec, failure in results:
+        for step in _ROW_STEPS:
+            steps[step]["in"] += 1
+            if failure and failure[0] == step:
+                drop(step, failure[1])
+                break
+            steps[step]["kept"] += 1
+        if rec is None:
             continue
-        steps["read"]["kept"] += 1
-        rid = row.get(id_f) if id_f else i
-        opt = row.get(opt_f) if opt_f else None
-        if opt is None:  # decompile-ghidra-100k has no level field; its prompts do not name one either
-            m = _OPT.search(str(row.get("type", "")))
-            opt = m.group(0) if m else None
-        prov = {"source": source_name, "row": rid, "opt": opt}
-
-        steps["normalize"]["in"] += 1
-        norm, why = normalize_pseudo(_unwrap_any(pseudo), exe=exe, timeout=clang_format_timeout, style=style)
-        if norm is None:
-            drop("normalize", why.split(":")[0] if "clang-format" in why else re.sub(r"\d+", "N", why))
-            continue
-        steps["normalize"]["kept"] += 1
-
-        steps["obfuscate"]["in"] += 1
-        try:
-            ir_raw, mapping = obfuscate(strip_includes(remove_comments(source)), visible_names(norm))
-        except (UnicodeError, ValueError) as exc:
-            drop("obfuscate", type(exc).__name__)
-            continue
-        steps["obfuscate"]["kept"] += 1
-
-        steps["format"]["in"] += 1
-        try:
-            ir = format_code(ir_raw, exe, clang_format_timeout, style)
-            src = format_code(source, exe, clang_format_timeout, style)
-        except ClangFormatError as exc:
-            drop("format", str(exc).split(":")[0])
-            continue
-        steps["format"]["kept"] += 1
-
-        steps["headers"]["in"] += 1
-        header = psychec.generate(ir)
-        if header is None:
-            drop("headers", psychec.failure_reason(ir) or "Psyche-C failed")
-            continue
-        steps["headers"]["kept"] += 1
-
-        steps["validate"]["in"] += 1
-        ok, err = gcc_syntax_check(header, ir, gcc=gcc, timeout=gcc_timeout)
-        if not ok:
-            drop("validate", "gcc timeout" if "timed out" in err else "gcc error")
-            continue
-        steps["validate"]["kept"] += 1
-
         steps["dedup"]["in"] += 1
-        key = body_key(ir) if dedup == "ir" else body_key(norm) + body_key(ir)
+        key = body_key(rec["ir"]) if dedup == "ir" else body_key(rec["pseudo"]) + body_key(rec["ir"])
         if key in seen:
             drop("dedup", "duplicate IR" if dedup == "ir" else "duplicate (pseudo-code, IR) pair")
             continue
         seen.add(key)
         steps["dedup"]["kept"] += 1
-
         steps["decontaminate"]["in"] += 1
-        if body_key(source) in contamination or body_key(src) in contamination:
+        if body_key(rec.pop("raw_source")) in contamination or body_key(rec["source"]) in contamination:
             drop("decontaminate", "function body in an evaluation set")
             continue
         steps["decontaminate"]["kept"] += 1
-        kept.append({"pseudo": norm, "ir": ir, "source": src, "header": header, "provenance": prov,
-                     "split": _split(key, seed, val_fraction), "renamed": len(mapping)})
+        rec["split"] = _split(key, seed, val_fraction)
+        kept.append(rec)
 
     out: dict[str, list[dict]] = {k: [] for k in OUTPUTS}
     for idx, r in enumerate(kept):
@@ -225,13 +231,11 @@ def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: Psych
         s["dropped"] = sum(s["dropped_by_reason"].values())
     summary = {"source": source_name, "rows": len(rows), "records": len(kept), "steps": steps,
                "splits": {sp: sum(1 for r in kept if r["split"] == sp) for sp in ("train", "val")},
-               "psyche_c": psychec.describe(), "outputs": {k: len(v) for k, v in out.items()}}
+               "psyche_c": psychec.describe(), "outputs": {k: len(v) for k, v in out.items()},
+               "dedup": dedup, "workers": max(1, int(workers)), "seconds": round(time.monotonic() - t0, 3)}
     log.info("generate: %d rows -> %d records (%s)", len(rows), len(kept),
              {k: v["dropped"] for k, v in steps.items()})
     return out, summary
-
-
-STEP_ORDER = ("read", "normalize", "obfuscate", "format", "headers", "validate", "dedup", "decontaminate")
 
 
 def steps_html(summary: dict) -> str:
@@ -293,7 +297,7 @@ def generated_datasets(out_dir) -> dict[str, dict]:
 
 
 def generate_from_config(gen_cfg: dict, *, normalize_cfg: dict, headers_cfg: dict, seed: int, out_dir,
-                         html_path=None) -> dict:
+                         html_path=None, workers: int = 1) -> dict:
     """Load the configured source (``data.generate``), run every step and write the outputs; return the summary."""
     src = gen_cfg["source"]
     if not src.get("path") and not src.get("hub_id"):
@@ -307,7 +311,7 @@ def generate_from_config(gen_cfg: dict, *, normalize_cfg: dict, headers_cfg: dic
         clang_format_path=normalize_cfg.get("clang_format"),
         clang_format_timeout=normalize_cfg["clang_format_timeout"], style=normalize_cfg["clang_format_style"],
         gcc=headers_cfg["gcc"], gcc_timeout=headers_cfg["gcc_timeout"], contamination=contamination,
-        val_fraction=gen_cfg["val_fraction"], seed=seed, dedup=gen_cfg["dedup"])
+        val_fraction=gen_cfg["val_fraction"], seed=seed, dedup=gen_cfg["dedup"], workers=workers)
     summary["decontamination_sets"] = counts
     write_outputs(out, summary, out_dir, html_path=html_path)
     return summary
