@@ -269,3 +269,18 @@ def test_load_rows_errors(tmp_path):
     bad.write_text('[{"c_func": 3}]')
     with pytest.raises(DataError, match=r"e.json:1: field 'c_func': missing"):
         eval_keys([{"path": str(bad), "field": "c_func"}])
+
+
+def test_load_rows_by_hub_id_layout(tmp_path):
+    """The hub-id branch (`datasets.load_dataset(hub_id, split=…, cache_dir=…)`), on a local folder laid out like
+    the release (data file train-00000-of-00001.parquet with the columns instruction, output): no download."""
+    import pandas as pd
+
+    repo = tmp_path / "decompile-ghidra-100k"
+    repo.mkdir()
+    pd.DataFrame([{"instruction": f"# This is the assembly code:\nint f{i}(void) {{ return {i}; }}\n"
+                                  "# What is the source code?\n", "output": f"int f{i}(void) {{ return {i}; }}"}
+                  for i in range(5)]).to_parquet(repo / "train-00000-of-00001.parquet", index=False)
+    rows, name = load_rows({"hub_id": str(repo), "split": "train", "cache_dir": str(tmp_path / "c"), "limit": 3})
+    assert name == str(repo) and len(rows) == 3 and set(rows[0]) == {"instruction", "output"}
+    assert any((tmp_path / "c").iterdir())  # the configured cache folder is used

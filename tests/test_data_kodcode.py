@@ -320,3 +320,16 @@ def test_decontamination_against_eval_prompts(data_dir, tmp_path):
     bad.write_text('{"text": 3}\n')
     with pytest.raises(DataError, match=r"e.jsonl:1: field 'text': missing or not text"):
         _prep(tmp_path, src, decontaminate=[{"name": "x", "path": str(bad), "field": "text"}])
+
+
+def test_release_by_hub_id_layout(data_dir, tmp_path):
+    """The hub-id branch on a local folder laid out like the release (data/train-*.parquet): no download."""
+    repo = tmp_path / "KodCode-Light-RL-10K"
+    (repo / "data").mkdir(parents=True)
+    write_release(release_rows(data_dir, n_alg=3, n_prefill=5), repo / "data" / "train-00000-of-00001.parquet")
+    out = tmp_path / "out"
+    summary = prepare_kodcode([], out_dir=out, val_fraction=0.2, heldout_fraction=0.2, seed=0,
+                              source={"hub_id": str(repo), "split": "train", "cache_dir": str(tmp_path / "hf"),
+                                      "limit": 6})
+    assert summary["inputs"] == [str(repo)] and summary["records_read"] == 6
+    assert sum(summary["slices"].values()) == summary["accepted"] >= 3
