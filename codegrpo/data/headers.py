@@ -72,7 +72,10 @@ class PsycheC:
     """Header inference with Psyche-C's constraint generator and solver, memoised by code hash.
 
     ``gen`` / ``solver``: configured paths (or command names); None looks ``psychecgen`` and
-    ``psychecsolver-exe`` up on PATH, then in ``BUILD_DIRS``. ``available`` is False when either is missing.
+    ``psychecsolver-exe`` up on PATH, then in ``BUILD_DIRS``. ``bin_dir`` (used when neither is given): a folder
+    searched first (data generation's ``data.generate.psychec_bin``, default ``build/psychec/bin``). Paths are
+    made absolute (the tools run in a temporary folder). ``available`` is False when either is missing.
+    ``failures`` counts failed runs per reason; :meth:`failure_reason` gives the reason for one code.
     """
 
     GEN_NAME = "psychecgen"
