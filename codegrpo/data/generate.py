@@ -110,9 +110,23 @@ def eval_keys(paths: list[dict]) -> tuple[set[str], dict[str, int]]:
     return keys, counts
 
 
+def _unit(key: str, seed: int) -> float:
+    return int(hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+
 def _split(key: str, seed: int, val_fraction: float) -> str:
-    h = int(hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return "val" if h < val_fraction else "train"
+    return "val" if _unit(key, seed) < val_fraction else "train"
+
+
+def _ensure_both_sides(kept: list[dict], seed: int, val_fraction: float) -> None:
+    """With at least two records and ``val_fraction`` > 0, neither side may be empty (the data stages keep this
+    split, and training needs both): the record whose hash is nearest the threshold changes side."""
+    if len(kept) < 2 or val_fraction <= 0:
+        return
+    for empty, other in (("val", "train"), ("train", "val")):
+        if not any(r["split"] == empty for r in kept):
+            pick = (min if empty == "val" else max)(kept, key=lambda r: _unit(r["_split_key"], seed))
+            pick["split"] = empty
 
 
 STEP_ORDER = ("read", "normalize", "obfuscate", "format", "headers", "validate", "dedup", "decontaminate")
@@ -209,8 +223,10 @@ def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: Psych
             continue
         steps["decontaminate"]["kept"] += 1
         rec["split"] = _split(key, seed, val_fraction)
+        rec["_split_key"] = key
         kept.append(rec)
 
+    _ensure_both_sides(kept, seed, val_fraction)
     out: dict[str, list[dict]] = {k: [] for k in OUTPUTS}
     for idx, r in enumerate(kept):
         prov = dict(r["provenance"], split=r["split"])
@@ -290,10 +306,12 @@ def generated_datasets(out_dir) -> dict[str, dict]:
     """Dataset entries ``generated_<output>`` whose ``path`` is ``<out_dir>/<output>.jsonl``.
 
     The pseudo-code is already normalised by generation (``normalize: false``); only the skeleton RL rows
-    need their header checked by gcc again (the reward compiles it); the SFT rows carry no header.
+    need their header checked by gcc again (the reward compiles it); the SFT rows carry no header. Each record
+    keeps the split generation gave its function (``use_source_split``), so that a function is on the same side
+    of the train/val split in all four training sets.
     """
     fields = {"input": "input", "target": "output", "header": None, "id": None}
-    return {f"generated_{k}": dict(v, path=str(Path(out_dir) / f"{k}.jsonl"), fields=dict(fields))
+    return {f"generated_{k}": dict(v, path=str(Path(out_dir) / f"{k}.jsonl"), fields=dict(fields), use_source_split=True)
             for k, v in GENERATED_DATASETS.items()}
 
 

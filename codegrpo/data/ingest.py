@@ -195,6 +195,17 @@ def parse_verl_record(obj: dict, ds: dict, aliases: dict[str, str]) -> dict:
     }
 
 
+def source_split(obj: dict, shape: str) -> str:
+    """The train/val side a row's producer assigned (``use_source_split``): ``extra_info.split`` of a verl row,
+    ``provenance.split`` of a raw row."""
+    outer, field = ("extra_info", "extra_info.split") if shape == "verl" else ("provenance", "provenance.split")
+    holder = obj.get(outer)
+    split = holder.get("split") if isinstance(holder, dict) else None
+    if split not in ("train", "val"):
+        raise _Reject(field, f"use_source_split: expected 'train' or 'val', got {split!r}")
+    return split
+
+
 def parse_raw_record(obj: dict, ds: dict, lineno: int) -> dict:
     """Validate one raw row (configured field names) and return the canonical record fields."""
     fields = ds["fields"]
@@ -269,6 +280,8 @@ def ingest_dataset(
             if not isinstance(obj, dict):
                 raise _Reject("(json)", f"expected a JSON object, got {type(obj).__name__}")
             rec = parse_verl_record(obj, ds, aliases) if shape == "verl" else parse_raw_record(obj, ds, lineno)
+            if ds.get("use_source_split"):
+                rec["split"] = source_split(obj, shape)
             if rec["id"] in seen:
                 raise _Reject(rec["id_field"], f"duplicate id {rec['id']!r} (first on line {seen[rec['id']]})")
             seen[rec["id"]] = lineno

@@ -135,6 +135,18 @@ def test_generated_files_feed_the_data_stages(snakemake_bin, repo_root, tmp_path
     skin = pd.concat([pd.read_parquet(res / "rl" / f"skin.{s}.parquet") for s in ("train", "val")])
     srcs = {body_key(r["source"]["content"]) for r in bub}
     assert all(body_key(gt["ground_truth"]) in srcs for gt in skin["reward_model"])
+    # one function, one side: the split generation gave a function holds in all four training sets (a
+    # function in skeleton-SFT train is never in skeleton-RL val)
+    side = {"skeleton": {r["reward_model"]["ground_truth"]: r["extra_info"]["split"] for r in sk},
+            "skin": {json.loads(x)["reward_model"]["ground_truth"]: json.loads(x)["extra_info"]["split"]
+                     for x in (gen / "rl_skin.jsonl").read_text().splitlines()}}
+    assert set(side["skeleton"].values()) == {"train", "val"}
+    for stage in ("skeleton", "skin"):
+        for split in ("train", "val"):
+            rl_part = pd.read_parquet(res / "rl" / f"{stage}.{split}.parquet")
+            sft_part = pd.read_parquet(res / "sft" / f"{stage}.{split}.parquet")
+            targets = [gt["ground_truth"] for gt in rl_part["reward_model"]] + list(sft_part["response"])
+            assert targets and all(side[stage][t] == split for t in targets), (stage, split)
     sft = pd.concat([pd.read_parquet(res / "sft" / f"skeleton.{s}.parquet") for s in ("train", "val")])
     irs = {r["reward_model"]["ground_truth"] for r in sk}
     assert set(sft["response"]) == irs
