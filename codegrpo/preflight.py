@@ -147,14 +147,15 @@ def _in_hf_cache(repo_id: str, cache_dir: str | None = None) -> bool:
 def _model_refs(cfg: Mapping) -> list[tuple[str, str]]:
     """(config key, value) of every model the run loads by path or hub id."""
     refs = []
-    base = cfg["model"]["base"]
+    # a job's config holds only the sections it needs (rules/training_common.smk): check what is there
+    base = (cfg.get("model") or {}).get("base", "tiny")
     if base != "tiny":
         refs.append(("model.base", base))
-    for which, value in (cfg["sft"].get("import") or {}).items():
+    for which, value in ((cfg.get("sft") or {}).get("import") or {}).items():
         if value:
             refs.append((f"sft.import.{which}", value))
     for stage in RL_STAGES:
-        if cfg[stage].get("import"):
+        if (cfg.get(stage) or {}).get("import"):
             refs.append((f"{stage}.import", cfg[stage]["import"]))
     dh = cfg.get("dhrcl") or {}
     if dh.get("init") and dh["init"] != "base":

@@ -9,6 +9,7 @@ def training_cfg(*sections):
         "device": config["device"],
         "seed": config["seed"],
         "cluster": config["cluster"],
+        "model": config["model"],
     }
     out.update({s: config[s] for s in sections})
     return out

@@ -111,6 +111,11 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     assert [p.split(" = ")[0] for p in preflight.check_offline(cfg, env, cache_dir=str(tmp_path / "x"))] == \
         ["dhrcl.init", "embedding.server_model_path"]
     assert preflight.check_offline(paper, {}, cache_dir=str(tmp_path / "x")) == []
+    # a job's config holds only its sections (rules/training_common.smk: device, seed, cluster, model + the
+    # stage's): the SFT job checks the base model it loads and does not trip over the sections it lacks
+    job = {k: paper[k] for k in ("device", "seed", "cluster", "model", "sft")}
+    assert [p.split(" = ")[0] for p in preflight.check_offline(job, env, cache_dir=str(tmp_path / "x"))] == \
+        ["model.base"]
 
 
 def test_wandb_logger_needs_key_or_mode(paper, local):
