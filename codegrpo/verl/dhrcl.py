@@ -365,14 +365,6 @@ class DhrclHook:
                 "transitions": json.loads(state.read_text())["transitions"] if state.is_file() else []}
 
 
-def dhrcl_sandbox_env(cfg: Mapping[str, Any]) -> dict[str, str]:
-    sb = dict(cfg.get("sandbox") or {})
-    env = {"CODEGRPO_SANDBOX_LIMITS": json.dumps({k: v for k, v in sb.items() if k != "workers"})}
-    if sb.get("workers"):
-        env["CODEGRPO_SANDBOX_WORKERS"] = str(sb["workers"])
-    return env
-
-
 def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
                  val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
                  seed: int | None = None):
@@ -386,7 +378,7 @@ def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[
     settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
                                    val_files=val_files, init_model=init_model, run_dir=run_dir, hook=hook)
     stages.prepare_run_dir(run_dir, settings)
-    return stages.settings_launch(cfg, settings, run_dir, env=dhrcl_sandbox_env(cfg), hook=hook)
+    return stages.settings_launch(cfg, settings, run_dir, hook=hook)
 
 
 def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
@@ -405,5 +397,4 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
 
     cfg = _seeded(cfg, seed)
     return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
-                    val_files=val_files, init_model=init_model, run_dir=run_dir, env=dhrcl_sandbox_env(cfg),
-                    hook=DhrclHook(variant))
+                    val_files=val_files, init_model=init_model, run_dir=run_dir, hook=DhrclHook(variant))
