@@ -298,8 +298,8 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
     The one GRPO lifecycle (skeleton_rl, skin_rl and every dhrcl-<variant>): resolve the run's settings once
     into ``settings.json`` (:func:`prepare_run_dir` decides resume or fresh start), start the run's services
     (:func:`run_services`: their endpoints go into settings.json), launch verl with ``$CODEGRPO_RUN_SETTINGS``
-    naming that file (the only channel of settings into verl's workers), export the newest actor checkpoint, write ``finished.json``
-    and ``done.json``.
+    naming that file (the only channel of settings into verl's workers), export the newest actor checkpoint,
+    write ``finished.json`` and ``done.json``.
     """
     t0 = time.time()
     hook = hook or GrpoHook()

@@ -149,7 +149,7 @@ def ray_init_kwargs(cfg) -> dict:
     key_env = ()
     if path:
         env_vars[runsettings.SETTINGS_ENV] = path
-        key_env = tuple(filter(None, [(runsettings.run_section("embedding", path) or {}).get("api_key_env")]))
+        key_env = tuple(filter(None, [(runsettings.load(path).get("embedding") or {}).get("api_key_env")]))
     env_vars.update(forward_env(names=key_env))  # API keys of the embedding service, offline switches
     env_vars.setdefault("TOKENIZERS_PARALLELISM", "false")
     if cfg.codegrpo.device == "cpu":
