@@ -105,11 +105,27 @@ def run_section(name: str, path: str | os.PathLike | None = None) -> dict | None
     return out
 
 
-def schema_defaults(name: str) -> dict[str, Any]:
-    """The defaults of config section ``name`` in ``schemas/config.schema.yaml`` (keys without one are left out)."""
+def schema_defaults(*path: str) -> dict[str, Any]:
+    """The defaults of the config section at ``path`` (e.g. ``"sandbox"`` or ``"dhrcl", "reward"``) in
+    ``schemas/config.schema.yaml``; keys without a default are left out."""
     from codegrpo.config import load_schema
 
-    props = (load_schema()["properties"].get(name) or {}).get("properties") or {}
+    schema = load_schema()
+
+    def deref(node: dict) -> dict:
+        ref = node.get("$ref", "")
+        if not ref.startswith("#/$defs/"):
+            return node
+        base = schema["$defs"][ref[len("#/$defs/"):]]
+        props = dict(base.get("properties") or {})
+        for k, v in (node.get("properties") or {}).items():  # per-key refinements (e.g. a stage's own default)
+            props[k] = {**props.get(k, {}), **v}
+        return {**base, **{k: v for k, v in node.items() if k != "$ref"}, "properties": props}
+
+    node = schema
+    for name in path:
+        node = deref((node.get("properties") or {}).get(name) or {})
+    props = node.get("properties") or {}
     return {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
 
 

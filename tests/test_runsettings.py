@@ -87,3 +87,22 @@ def test_schema_defaults_are_the_only_defaults():
     assert d == {"mode": "fast", "workers": None, "cache_size": 65536, "memory_mb": 1024}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CODEGRPO_COMPILE_", runsettings.SETTINGS_ENV))}
     assert C.engine_settings(environ=env) == {"scratch": None, **d}
+
+
+def test_schema_defaults_follow_refs_and_stage_refinements():
+    """Nested sections and the RL stages' shared definition ($ref) with each stage's own defaults."""
+    assert runsettings.schema_defaults("skeleton_rl")["kl_coef"] == 0.01
+    assert runsettings.schema_defaults("skin_rl")["kl_coef"] == 0.02
+    assert runsettings.schema_defaults("skin_rl")["structure_reward"] == "exe_type"
+    assert runsettings.schema_defaults("dhrcl", "token_weights") == {"tau": 1.0, "w_min": 0.25, "w_max": 4.0}
+
+
+def test_dhrcl_reward_kwargs_take_schema_defaults_for_a_partial_section():
+    from codegrpo.verl import dhrcl as vd
+
+    vdef = vd.resolve_variant({}, "full")
+    got = vd.reward_kwargs({"reward": {"timeout_s": 3}}, vdef, "/tok")
+    d = runsettings.schema_defaults("dhrcl", "reward")
+    assert got == {"variant": vdef["reward"], "stage3_form": d["stage3_form"], "ast_method": d["ast_method"],
+                   "ast_node_cap": d["ast_node_cap"], "timeout_s": 3, "tokenizer_path": "/tok"}
+    assert "tokenizer_path" not in vd.reward_kwargs({"reward": {"use_policy_tokenizer": False}}, vdef, "/tok")

@@ -345,7 +345,7 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
     from codegrpo.contracts import LLM4DECOMPILE_EXE, SK2D_STRUCTURE, SK2D_STRUCTURE_SIM
     from codegrpo.verl.launch import fmt
 
-    choice = section.get("structure_reward", "exe_type")
+    choice = section.get("structure_reward") or runsettings.schema_defaults(stage)["structure_reward"]
     if choice == "exe_type":
         return []
     if choice != "sim_exe":
