@@ -6,12 +6,12 @@ timeout; an early exit is reported with the tail of the service's log), and stop
 
 :func:`embedding_service` builds one from the config's ``embedding`` section: on GPU nodes the configured
 ``server_command`` (vLLM's OpenAI server), on CPU the project's own server (:mod:`codegrpo.embed_server`).
-Everything binds to 127.0.0.1. ``service.env`` holds the ``CODEGRPO_EMBEDDING_*`` variables that point the reward
-at it.
+Everything binds to 127.0.0.1. ``service.endpoint`` (backend, api_base, model) points the reward at it: a
+training run writes it into its settings.json before the trainer starts; outside a training run, pass it as
+explicit embedding settings (``service.env`` holds the same as ``CODEGRPO_EMBEDDING_*`` variables).
 
     with embedding_service(cfg["embedding"], log_path="logs/.../embed.log") as svc:
-        os.environ.update(svc.env)
-        ...  # run verl
+        get_embedder({**settings, **svc.endpoint})
 """
 
 from __future__ import annotations
@@ -161,14 +161,14 @@ def embedding_service(
 
     ``server_command`` is a template with ``{python}``, ``{host}``, ``{port}``, ``{model}`` (served name) and
     ``{model_path}`` (``server_model_path``); empty → the project's CPU server. The port is ``server_port``, or a
-    free one when that is 0. ``service.env`` points the reward at the server (``CODEGRPO_EMBEDDING_*``, including
-    ``API_BASE``).
+    free one when that is 0. ``service.endpoint`` is what points the reward at the server (backend, api_base,
+    model: a training run records it in its settings.json, :mod:`codegrpo.runsettings`); ``service.env`` holds
+    the same settings as ``CODEGRPO_EMBEDDING_*`` variables for a process outside a training run.
     """
-    from codegrpo.rewards.embedding import MINILM_NAME, env_from_config
+    from codegrpo.rewards.embedding import MINILM_NAME, env_from_config, served_endpoint
 
     host = LOOPBACK
     port = int(port or section.get("server_port") or 0) or free_port(host)
-    backend = section.get("backend", "openai")
     template = section.get("server_command") or DEFAULT_SERVER_COMMAND
     model = section.get("model") or MINILM_NAME
     fields = {
@@ -181,11 +181,17 @@ def embedding_service(
         raise ServiceError(f"embedding.server_command {template!r}: bad template ({exc}); "
                            f"placeholders: {sorted(fields)}") from exc
     api_base = f"http://{host}:{port}/v1"
-    exports = env_from_config({k: v for k, v in section.items() if k != "backend"})
-    exports.update({"CODEGRPO_EMBEDDING_BACKEND": "openai" if backend == "local" else backend,
-                    "CODEGRPO_EMBEDDING_API_BASE": api_base, "CODEGRPO_EMBEDDING_MODEL": model})
+    endpoint = served_endpoint(section, api_base)
+    exports = env_from_config({**section, **endpoint})
     env = {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
-    return ManagedService(
-        command, ready_url=f"{api_base}/models", ready_timeout_s=float(section.get("server_ready_timeout_s", 300)),
+    ready_s = section.get("server_ready_timeout_s")
+    if ready_s is None:
+        from codegrpo.runsettings import schema_defaults
+
+        ready_s = schema_defaults("embedding")["server_ready_timeout_s"]
+    svc = ManagedService(
+        command, ready_url=f"{api_base}/models", ready_timeout_s=float(ready_s),
         env=env, log_path=log_path, name=f"embedding server ({command[0]})", exports=exports,
     )
+    svc.endpoint = endpoint
+    return svc

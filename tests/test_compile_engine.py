@@ -181,21 +181,34 @@ def test_bad_mode():
         CompileEngine(mode="turbo")
 
 
-def test_env_from_config_round_trip(monkeypatch):
-    from codegrpo.rewards.compile import engine_from_env, env_from_config
+def test_engine_settings_precedence(tmp_path, monkeypatch):
+    """explicit argument > the training run's settings.json > CODEGRPO_COMPILE_* > the schema's defaults."""
+    from codegrpo import runsettings
+    from codegrpo.rewards.compile import engine_from_env, engine_settings
 
-    env = env_from_config({"mode": "exact", "workers": 3, "cache_size": 10})
-    assert env == {"CODEGRPO_COMPILE_MODE": "exact", "CODEGRPO_COMPILE_WORKERS": "3", "CODEGRPO_COMPILE_CACHE_SIZE": "10"}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+    for k in [k for k in os.environ if k.startswith(("CODEGRPO_COMPILE_", runsettings.SETTINGS_ENV))]:
+        monkeypatch.delenv(k)
+    defaults = runsettings.schema_defaults("compile_reward")
+    assert engine_settings() == {"scratch": None, **defaults}
+    monkeypatch.setenv("CODEGRPO_COMPILE_MODE", "exact")
+    monkeypatch.setenv("CODEGRPO_COMPILE_WORKERS", "3")
+    monkeypatch.setenv("CODEGRPO_COMPILE_CACHE_SIZE", "10")
     with engine_from_env() as eng:
         assert (eng.mode, eng.workers, eng.cache_size) == ("exact", 3, 10)
-    assert env_from_config({"mode": "fast", "workers": None}) == {"CODEGRPO_COMPILE_MODE": "fast"}
-    off = env_from_config({"memory_mb": None})
-    assert off == {"CODEGRPO_COMPILE_MEMORY_MB": "0"}
     monkeypatch.setenv("CODEGRPO_COMPILE_MEMORY_MB", "0")
     with engine_from_env() as eng:
         assert "--as" not in " ".join(eng._limits)
+    # inside a training run the run's compile_reward section wins over the environment
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"fingerprint": "x", "settings": {
+        "compile_reward": {"mode": "fast", "workers": 2, "cache_size": 7, "memory_mb": None}}}))
+    monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
+    got = engine_settings()
+    assert (got["mode"], got["workers"], got["cache_size"], got["memory_mb"]) == ("fast", 2, 7, None)
+    assert engine_settings({"mode": "exact"})["mode"] == "exact"  # an explicit argument wins
+    monkeypatch.setenv("CODEGRPO_COMPILE_WORKERS", "x")
+    with pytest.raises(ValueError, match="CODEGRPO_COMPILE_WORKERS"):
+        engine_settings()
 
 
 def test_killed_compiles_leave_no_temporaries():

@@ -360,3 +360,43 @@ def test_identifier_metric_serves_the_configured_model(repo_root, tmp_path, monk
     assert res["embedding"]["served"] and res["embedding"]["model"] == "Qwen3-Embedding-0.6B"
     assert res["embedding"]["api_base"].startswith("http://127.0.0.1:")
     assert "as 'Qwen3-Embedding-0.6B'" in (tmp_path / "server.log").read_text()
+
+
+def test_identifier_reward_reads_the_run_settings(data_dir, tmp_path, monkeypatch):
+    """Inside a training run the identifier reward embeds with the run's settings.json: its embedding section
+    with the served endpoint laid over it beats CODEGRPO_EMBEDDING_*; an explicit reward kwarg beats both."""
+    from codegrpo import runsettings
+
+    _RecordingEmbeddings.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingEmbeddings)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for k in [k for k in __import__("os").environ if k.startswith("CODEGRPO_EMBEDDING_")]:
+        monkeypatch.delenv(k)
+    # a stale override pointing elsewhere: inside the run it must not be used
+    monkeypatch.setenv("CODEGRPO_EMBEDDING_API_BASE", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("CODEGRPO_EMBEDDING_MODEL", "not-this-one")
+    path = tmp_path / "settings.json"
+    api_base = f"http://127.0.0.1:{server.server_port}/v1"
+    path.write_text(json.dumps({"fingerprint": "x", "settings": {
+        "embedding": {"backend": "local", "model": "", "api_base": "", "chunk_size": 2, "backoff_s": 0.05}},
+        "served": {"embedding": {"backend": "openai", "api_base": api_base, "model": _RecordingEmbeddings.served}}}))
+    monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
+    E.reset_embedders()
+    try:
+        rows = [json.loads(x) for x in open(data_dir / "sk2decompile" / "sk2decompile-rl-examples.jsonl")][:3]
+        gts = [r["reward_model"]["ground_truth"] for r in rows]
+        out = compute_score_batch(["sk2decompile_identifier"] * 3, gts, gts, [None] * 3)
+        assert all(r["score"] == pytest.approx(1.0, abs=1e-6) for r in out)
+        emb = E.get_embedder()
+        assert (emb.settings.api_base, emb.settings.model, emb.settings.chunk_size) == (
+            api_base, _RecordingEmbeddings.served, 2)
+        assert _RecordingEmbeddings.seen and set(_RecordingEmbeddings.seen) == {_RecordingEmbeddings.served}
+        # explicit argument > run settings
+        assert E.settings_from_env({"chunk_size": 5}).chunk_size == 5
+        # outside a training run the documented override applies again
+        monkeypatch.delenv(runsettings.SETTINGS_ENV)
+        assert E.settings_from_env().model == "not-this-one"
+    finally:
+        E.reset_embedders()
+        server.shutdown()
+        server.server_close()

@@ -175,7 +175,9 @@ def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     assert launch.env[SETTINGS_ENV].endswith("settings.json") and settings["extra"]["variant"] == variant
     assert hc.actor_rollout_ref.actor.kl_loss_coef == cfg["dhrcl"]["training"]["kl_coef"]
     assert vd.load_settings(launch.env[SETTINGS_ENV])["variant"] == variant
-    assert json.loads(launch.env["CODEGRPO_SANDBOX_LIMITS"])["wall_s"] == cfg["sandbox"]["wall_s"]
+    # the sandbox limits reach the reward through settings.json, not through variables of their own
+    assert settings["sandbox"]["wall_s"] == cfg["sandbox"]["wall_s"]
+    assert [k for k in launch.env if k.startswith("CODEGRPO_")] == [SETTINGS_ENV]
 
 
 def test_seeded_run_name_and_seed(repo_root, tmp_path):

@@ -152,11 +152,11 @@ def test_bad_results_are_clear_errors(temp_sources):
         R.register("t_none")
 
 
-def test_forward_env_selects_reward_variables():
+def test_forward_env_selects_secrets_not_settings():
     env = {"CODEGRPO_EMBEDDING_API_BASE": "u", "CODEGRPO_COMPILE_MODE": "exact", "QWEN3_EMBEDDING_API_KEY": "k",
-           "OPENAI_API_KEY": "o", "PATH": "/bin", "HOME": "/root"}
-    assert set(R.forward_env(env)) == {"CODEGRPO_EMBEDDING_API_BASE", "CODEGRPO_COMPILE_MODE",
-                                       "QWEN3_EMBEDDING_API_KEY", "OPENAI_API_KEY"}
+           "OPENAI_API_KEY": "o", "PATH": "/bin", "HOME": "/root", "MY_KEY": "m"}
+    assert set(R.forward_env(env)) == {"QWEN3_EMBEDDING_API_KEY", "OPENAI_API_KEY"}
+    assert set(R.forward_env(env, names=("MY_KEY",))) == {"QWEN3_EMBEDDING_API_KEY", "OPENAI_API_KEY", "MY_KEY"}
 
 
 def test_data_source_map_scores_with_another_reward():

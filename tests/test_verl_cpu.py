@@ -280,3 +280,30 @@ def test_grpo_resumes_after_kill(fixtures, tmp_path):
     log = (run_dir / "train.log").read_text()
     assert "Resuming from" in log and "global_step_1" in log
     assert done["final_step"] == 3 and (run_dir / "hf" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_skin_rl_reward_uses_the_served_endpoint_from_settings_json(fixtures, tmp_path, monkeypatch):
+    """skin_rl with embedding.serve: the run starts the project's embedding server, records its endpoint in
+    settings.json, and the identifier reward in verl's TaskRunner embeds through it (the server's access log
+    shows the requests). A stale CODEGRPO_EMBEDDING_API_BASE in the caller's environment is not used."""
+    from codegrpo.services import free_port
+    from codegrpo.verl.stages import run_rl_stage
+
+    rows = pd.read_parquet(fixtures["rl_train"]).assign(data_source="sk2decompile_identifier")
+    rows.to_parquet(tmp_path / "skin.train.parquet")
+    pd.read_parquet(fixtures["rl_val"]).assign(data_source="sk2decompile_identifier").to_parquet(
+        tmp_path / "skin.val.parquet")
+    monkeypatch.setenv("CODEGRPO_EMBEDDING_API_BASE", f"http://127.0.0.1:{free_port()}/v1")  # nothing listens
+    cfg = tiny_cfg()
+    cfg["embedding"] = {**cfg["embedding"], "backend": "local", "serve": True}
+    run_dir = tmp_path / "runs" / "skin_rl"
+    done = run_rl_stage(cfg, "skin_rl", train_files=tmp_path / "skin.train.parquet",
+                        val_files=tmp_path / "skin.val.parquet", init_model=str(fixtures["tiny"]), run_dir=run_dir)
+    assert done["final_step"] == 2
+    doc = json.loads((run_dir / "settings.json").read_text())
+    served = doc["served"]["embedding"]
+    assert served["backend"] == "openai" and served["api_base"].startswith("http://127.0.0.1:")
+    rows = read_metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2] and all("reward/cosine/mean" in r for r in rows)
+    assert (run_dir / "embedding_server.log").read_text().count("POST /v1/embeddings") >= 2

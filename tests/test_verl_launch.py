@@ -446,3 +446,69 @@ def test_readme_stage_rerun_schedules_the_training_job(repo_root, tmp_path):
     assert jobs.get("skeleton_rl_train") == "1" and "skin_rl_train" not in jobs
     # the training job itself is forced (forcing only the empty target rule would not retrain a finished stage)
     assert re.search(r"forced:\s*\n\s*skeleton_rl_train\b", out.stdout), out.stdout[-1500:]
+
+
+def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_path, monkeypatch):
+    """run_rl_stage(skin_rl) with embedding.serve: the reward sections are resolved into settings.json, the
+    served endpoint is written there before the trainer starts, and the trainer's process environment and Ray's
+    runtime_env carry, of the project's variables, only $CODEGRPO_RUN_SETTINGS (stale overrides in the caller's
+    environment are dropped). A loopback HTTP server stands in for the embedding server."""
+    import os
+    from unittest import mock
+
+    import pandas as pd
+
+    from codegrpo import runsettings
+    from codegrpo.rewards.compile import engine_settings
+    from codegrpo.rewards.embedding import settings_from_env
+    from codegrpo.sandbox.client import default_sandbox_settings
+    from codegrpo.verl import stages
+
+    row = {"data_source": "sk2decompile_identifier", "prompt": [{"role": "user", "content": "x"}],
+           "ability": "decompile", "reward_model": {"style": "rule", "ground_truth": "int f;"},
+           "extra_info": {"index": 0}}
+    pd.DataFrame([row] * 4).to_parquet(tmp_path / "rl.parquet")
+    models = tmp_path / "www" / "v1" / "models"  # GET /v1/models answers 200
+    models.parent.mkdir(parents=True)
+    models.write_text("{}")
+    cfg = load_config(repo_root / "config.yaml")
+    cfg["embedding"] = {**cfg["embedding"], "serve": True, "chunk_size": 3,
+                        "server_command": f"{{python}} -m http.server {{port}} --bind {{host}} "
+                                          f"--directory {shlex.quote(str(tmp_path / 'www'))}"}
+    cfg["compile_reward"] = {**cfg["compile_reward"], "mode": "exact"}
+    cfg["sandbox"] = {**cfg["sandbox"], "wall_s": 7}
+    for name in ("CODEGRPO_COMPILE_MODE", "CODEGRPO_EMBEDDING_API_BASE", "CODEGRPO_SANDBOX_LIMITS",
+                 "CODEGRPO_SANDBOX_WORKERS", "CODEGRPO_DHRCL_STAGE"):
+        monkeypatch.setenv(name, "stale")
+    monkeypatch.delenv(runsettings.SETTINGS_ENV, raising=False)
+    seen = {}
+
+    def fake_run_process(launch, log_file, cwd=None):
+        env = launch.process_env()
+        doc = json.loads(open(env[runsettings.SETTINGS_ENV]).read())
+        seen.update(env=env, doc=doc)
+        from codegrpo.verl.trainer import ray_init_kwargs
+
+        with mock.patch.dict(os.environ, env, clear=True):
+            seen["ray"] = ray_init_kwargs(launch.validate())["runtime_env"]["env_vars"]
+            seen["compile"] = engine_settings()  # what the reward code resolves in the trainer's processes
+            seen["embedding"] = settings_from_env()
+            seen["sandbox"] = default_sandbox_settings()
+        return 1
+
+    monkeypatch.setattr(L.Launch, "run_process", fake_run_process)
+    with pytest.raises(stages.TrainingError, match="exited with status 1"):
+        stages.run_rl_stage(cfg, "skin_rl", train_files=tmp_path / "rl.parquet", val_files=tmp_path / "rl.parquet",
+                            init_model="org/model", run_dir=tmp_path / "skin_rl")
+    ours = sorted(k for k in seen["env"] if k.startswith("CODEGRPO_"))
+    assert ours == [runsettings.SETTINGS_ENV], ours
+    assert sorted(k for k in seen["ray"] if k.startswith("CODEGRPO_")) == [runsettings.SETTINGS_ENV]
+    assert seen["ray"][runsettings.SETTINGS_ENV] == str((tmp_path / "skin_rl" / "settings.json").resolve())
+    settings, served = seen["doc"]["settings"], seen["doc"]["served"]["embedding"]
+    assert settings["compile_reward"]["mode"] == "exact" and settings["sandbox"]["wall_s"] == 7
+    assert settings["embedding"]["serve"] is True and settings["embedding"]["chunk_size"] == 3
+    assert served["api_base"].startswith("http://127.0.0.1:") and served["backend"] == "openai"
+    assert seen["compile"]["mode"] == "exact" and seen["sandbox"]["wall_s"] == 7
+    assert (seen["embedding"].api_base, seen["embedding"].chunk_size) == (served["api_base"], 3)
+    # the fingerprint (resume vs. fresh start) does not depend on the port the server got
+    assert seen["doc"]["fingerprint"] == stages.fingerprint(settings)

@@ -62,18 +62,23 @@ __all__ = [
     "forward_env",
 ]
 
-# Environment variables the reward reads in the process verl scores in (the TaskRunner Ray actor): the training
-# stage must forward them (e.g. Ray runtime_env env_vars).
-FORWARD_ENV_PREFIXES = ("CODEGRPO_EMBEDDING_", "CODEGRPO_COMPILE_", "CODEGRPO_GCC", "QWEN3_EMBEDDING_",
-                        "GTE_EMBEDDING_", "OPENAI_API_KEY", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+# Environment variables that are not settings but that the reward may need in the process verl scores in (the
+# TaskRunner Ray actor): API keys of an embedding service (the reference's QWEN3_/GTE_EMBEDDING_* and
+# OPENAI_API_KEY) and Hugging Face's offline switches. The training driver forwards them to Ray's workers (Ray
+# runtime_env env_vars). Settings are not forwarded: the reward reads them from the run's settings.json
+# ($CODEGRPO_RUN_SETTINGS, codegrpo.runsettings), the only project variable the workers get.
+FORWARD_ENV_PREFIXES = ("QWEN3_EMBEDDING_", "GTE_EMBEDDING_", "OPENAI_API_KEY", "HF_HUB_OFFLINE",
+                        "TRANSFORMERS_OFFLINE")
 
 
-def forward_env(environ=None) -> dict[str, str]:
-    """The variables of ``environ`` (default ``os.environ``) that configure the rewards."""
+def forward_env(environ=None, names=()) -> dict[str, str]:
+    """The variables of ``environ`` (default ``os.environ``) the reward may need besides its settings: those
+    matching :data:`FORWARD_ENV_PREFIXES`, plus the variables listed in ``names`` (e.g. the one named by
+    ``embedding.api_key_env``)."""
     import os
 
     env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items() if k.startswith(FORWARD_ENV_PREFIXES)}
+    return {k: v for k, v in env.items() if k.startswith(FORWARD_ENV_PREFIXES) or k in names}
 
 
 class RewardError(RuntimeError):

@@ -26,9 +26,10 @@ else (error, timeout, missing gcc, text that cannot be encoded) → 0.0.
   that both modes agree on the shipped data and on a mutation corpus. Mode ``"exact"`` always runs the
   reference command.
 
-The engine is thread-safe; :func:`default_engine` returns one per process, configured from the environment
-(``CODEGRPO_COMPILE_MODE``, ``CODEGRPO_COMPILE_WORKERS``, ``CODEGRPO_COMPILE_CACHE_SIZE``,
-``CODEGRPO_COMPILE_SCRATCH``).
+The engine is thread-safe; :func:`default_engine` returns one per process, configured by :func:`engine_settings`:
+inside a training run from the run's ``settings.json`` (section ``compile_reward``), otherwise from the
+documented overrides ``CODEGRPO_COMPILE_MODE``, ``_WORKERS``, ``_CACHE_SIZE``, ``_MEMORY_MB``, ``_SCRATCH`` and
+the schema's defaults. ``CODEGRPO_GCC`` names the compiler (default ``gcc``).
 """
 
 from __future__ import annotations
@@ -449,30 +450,57 @@ _DEFAULT: CompileEngine | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
-def engine_from_env() -> CompileEngine:
-    env = os.environ
-    return CompileEngine(
-        workers=int(env["CODEGRPO_COMPILE_WORKERS"]) if env.get("CODEGRPO_COMPILE_WORKERS") else None,
-        mode=env.get("CODEGRPO_COMPILE_MODE", "fast") or "fast",
-        cache_size=int(env.get("CODEGRPO_COMPILE_CACHE_SIZE", "65536") or 65536),
-        scratch=env.get("CODEGRPO_COMPILE_SCRATCH") or None,
-        memory_mb=int(env.get("CODEGRPO_COMPILE_MEMORY_MB", "1024") or 0) or None,
-    )
+#: documented environment overrides (outside a training run, below explicit arguments and run settings)
+ENV_OVERRIDES = {"mode": "CODEGRPO_COMPILE_MODE", "workers": "CODEGRPO_COMPILE_WORKERS",
+                 "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE", "memory_mb": "CODEGRPO_COMPILE_MEMORY_MB",
+                 "scratch": "CODEGRPO_COMPILE_SCRATCH"}
 
 
-def env_from_config(section: dict) -> dict[str, str]:
-    """``CODEGRPO_COMPILE_*`` variables for the config's ``compile_reward`` section (what training exports)."""
-    names = {"mode": "CODEGRPO_COMPILE_MODE", "workers": "CODEGRPO_COMPILE_WORKERS",
-             "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE", "scratch": "CODEGRPO_COMPILE_SCRATCH",
-             "memory_mb": "CODEGRPO_COMPILE_MEMORY_MB"}
-    out = {env: str(section[k]) for k, env in names.items() if section.get(k) not in (None, "")}
-    if "memory_mb" in section and section["memory_mb"] is None:
-        out["CODEGRPO_COMPILE_MEMORY_MB"] = "0"  # no limit
+def engine_settings(explicit: dict | None = None, environ=None) -> dict:
+    """The compile engine's settings: ``explicit`` > the training run's ``compile_reward`` section
+    (:func:`codegrpo.runsettings.run_section`) > ``CODEGRPO_COMPILE_*`` > the schema's defaults.
+
+    ``workers`` None = two threads per core; ``memory_mb`` None or 0 = no address-space limit; ``scratch`` (not a
+    config key) None = ``/dev/shm``, else the temp dir.
+    """
+    from codegrpo import runsettings
+
+    env = os.environ if environ is None else environ
+    out = {"scratch": None, **runsettings.schema_defaults("compile_reward")}
+    for key, name in ENV_OVERRIDES.items():
+        raw = env.get(name)
+        if raw in (None, ""):
+            continue
+        if key in ("mode", "scratch"):
+            out[key] = raw
+        else:
+            try:
+                out[key] = int(raw)
+            except ValueError:
+                raise ValueError(f"${name}={raw!r}: expected an integer") from None
+    path = runsettings.settings_path(env)
+    out.update(runsettings.run_section("compile_reward", path) if path else {})
+    out.update({k: v for k, v in (explicit or {}).items()})
+    unknown = sorted(set(out) - set(ENV_OVERRIDES))
+    if unknown:
+        raise ValueError(f"unknown compile_reward setting(s) {unknown}; known: {', '.join(ENV_OVERRIDES)}")
     return out
 
 
+def engine_from_settings(settings: dict) -> CompileEngine:
+    """A :class:`CompileEngine` from resolved :func:`engine_settings`."""
+    return CompileEngine(workers=settings.get("workers") or None, mode=settings["mode"],
+                         cache_size=int(settings["cache_size"]), scratch=settings.get("scratch") or None,
+                         memory_mb=int(settings.get("memory_mb") or 0) or None)
+
+
+def engine_from_env() -> CompileEngine:
+    """The engine for this process's settings (run settings inside a training run; see :func:`engine_settings`)."""
+    return engine_from_settings(engine_settings())
+
+
 def default_engine() -> CompileEngine:
-    """The per-process engine used by the reward scorers (created on first use from the environment)."""
+    """The per-process engine used by the reward scorers (created on first use from :func:`engine_settings`)."""
     global _DEFAULT
     if _DEFAULT is None:
         with _DEFAULT_LOCK:

@@ -1,8 +1,10 @@
 """Embedding backends for the identifier reward: an OpenAI-compatible service, or a local sentence-transformers model.
 
 Settings come from (lowest to highest precedence) the reference's environment variables, the project's
-``CODEGRPO_EMBEDDING_*`` variables (exported by the training stage from the config's ``embedding`` section, see
-:func:`env_from_config`) and an explicit ``overrides`` dict (e.g. verl ``reward_kwargs``):
+``CODEGRPO_EMBEDDING_*`` variables (a documented override for use outside training), the ``embedding`` section of
+the training run's ``settings.json`` when running inside one (``$CODEGRPO_RUN_SETTINGS``, with the endpoint of an
+embedding server the run started laid over it; :mod:`codegrpo.runsettings`) and an explicit ``overrides`` dict
+(e.g. verl ``reward_kwargs``):
 
 | setting | CODEGRPO_EMBEDDING_… | reference fallback (variant qwen3 / gte) |
 |---|---|---|
@@ -117,14 +119,29 @@ def _coerce(name: str, value: Any) -> Any:
     return str(value)
 
 
+def _present(section: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The embedding fields of a config section that are set (None and "" mean "not given")."""
+    return {k: v for k, v in (section or {}).items() if k in _FIELD_TYPES and v is not None and v != ""}
+
+
 def settings_from_env(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None):
-    """Resolve :class:`EmbeddingSettings` (see the module docstring for the precedence)."""
+    """Resolve :class:`EmbeddingSettings` (see the module docstring for the precedence).
+
+    Inside a training run (``$CODEGRPO_RUN_SETTINGS`` set) the run's ``embedding`` section, with the endpoint of
+    the embedding server the run started, sits between ``overrides`` and the environment.
+    """
+    from codegrpo import runsettings
+
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for name in _FIELD_TYPES:
         raw = env.get(ENV_PREFIX + name.upper())
         if raw not in (None, ""):
             values[name] = _coerce(name, raw)
+    path = runsettings.settings_path(env)
+    if path:
+        for name, value in _present(runsettings.run_section("embedding", path)).items():
+            values[name] = _coerce(name, value)
     for name, value in (overrides or {}).items():
         if name not in _FIELD_TYPES:
             raise EmbeddingError(f"unknown embedding setting {name!r}; known: {', '.join(_FIELD_TYPES)}")
@@ -143,13 +160,18 @@ def settings_from_env(overrides: Mapping[str, Any] | None = None, environ: Mappi
     return EmbeddingSettings(**values).validate()
 
 
+def served_endpoint(section: Mapping[str, Any], api_base: str) -> dict[str, str]:
+    """What the reward needs to talk to an embedding server started for ``section`` at ``api_base``: the
+    run's ``served.embedding`` (laid over the ``embedding`` section of its settings.json)."""
+    backend = section.get("backend") or "openai"
+    return {"backend": "openai" if backend == "local" else backend, "api_base": api_base,
+            "model": section.get("model") or MINILM_NAME}
+
+
 def env_from_config(section: Mapping[str, Any]) -> dict[str, str]:
-    """``CODEGRPO_EMBEDDING_*`` variables for a config ``embedding`` section (what the training stage exports)."""
-    out = {}
-    for name in _FIELD_TYPES:
-        if name in section and section[name] is not None and section[name] != "":
-            out[ENV_PREFIX + name.upper()] = str(section[name])
-    return out
+    """``CODEGRPO_EMBEDDING_*`` variables for a config ``embedding`` section: how a user points a process
+    outside a training run at the same settings (training runs use their settings.json instead)."""
+    return {ENV_PREFIX + name.upper(): str(value) for name, value in _present(section).items()}
 
 
 SERVER_KEYS = ("serve", "server_command", "server_model_path", "server_port", "server_ready_timeout_s")

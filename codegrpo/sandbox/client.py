@@ -8,7 +8,8 @@ with pytest already imported, so a job costs a ``fork``; ``mode="fresh"`` starts
 baseline measured by ``benchmarks/bench_sandbox.py``); both run the same job code under the same isolation.
 
 :func:`make_sandbox` builds a pool from the config's ``sandbox`` section; :func:`default_sandbox` is the
-process-wide pool the rewards use (configured through ``CODEGRPO_SANDBOX_LIMITS`` / ``CODEGRPO_SANDBOX_WORKERS``).
+process-wide pool the rewards use (configured by the training run's settings.json inside a training run, else by
+``CODEGRPO_SANDBOX_LIMITS`` / ``CODEGRPO_SANDBOX_WORKERS`` and the schema's defaults).
 
 Every supervisor is started with :func:`codegrpo.procgroup.popen_group` and stopped with ``stop_group``. Its
 stderr is kept in a temporary file: when a supervisor dies without answering, the error carries its exit status
@@ -388,17 +389,46 @@ _DEFAULT: Sandbox | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
-def default_sandbox() -> Sandbox:
-    """The process-wide sandbox (fork-server mode), created on first use and closed at exit.
+SANDBOX_ENV_LIMITS = "CODEGRPO_SANDBOX_LIMITS"
+SANDBOX_ENV_WORKERS = "CODEGRPO_SANDBOX_WORKERS"
 
-    Limits come from ``CODEGRPO_SANDBOX_LIMITS`` (JSON) when set; workers from ``CODEGRPO_SANDBOX_WORKERS``.
-    """
+
+def default_sandbox_settings(environ: Mapping[str, str] | None = None) -> dict:
+    """The settings of :func:`default_sandbox` (a ``sandbox`` config section): the training run's ``sandbox``
+    section (:func:`codegrpo.runsettings.run_section`) > ``CODEGRPO_SANDBOX_LIMITS`` (a JSON object of limits) and
+    ``CODEGRPO_SANDBOX_WORKERS`` > the schema's defaults. ``workers`` None = min(4, cores)."""
+    from codegrpo import runsettings
+
+    env = os.environ if environ is None else environ
+    out = runsettings.schema_defaults("sandbox")
+    raw = env.get(SANDBOX_ENV_LIMITS)
+    if raw:
+        try:
+            limits = json.loads(raw)
+        except ValueError as exc:
+            raise SandboxError(f"${SANDBOX_ENV_LIMITS}: not JSON ({exc})") from None
+        if not isinstance(limits, dict):
+            raise SandboxError(f"${SANDBOX_ENV_LIMITS}: expected a JSON object of limits, got {raw!r}")
+        out.update(limits)
+    if env.get(SANDBOX_ENV_WORKERS):
+        try:
+            out["workers"] = int(env[SANDBOX_ENV_WORKERS]) or None
+        except ValueError:
+            raise SandboxError(f"${SANDBOX_ENV_WORKERS}={env[SANDBOX_ENV_WORKERS]!r}: expected an integer") from None
+    path = runsettings.settings_path(env)
+    if path:
+        out.update(runsettings.run_section("sandbox", path))
+    return out
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide sandbox (fork-server mode), created on first use and closed at exit, configured by
+    :func:`default_sandbox_settings` (inside a training run: the run's settings.json)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None or _DEFAULT._closed:
-            limits = json.loads(os.environ.get("CODEGRPO_SANDBOX_LIMITS", "{}"))
-            workers = int(os.environ.get("CODEGRPO_SANDBOX_WORKERS", "0")) or min(4, os.cpu_count() or 1)
-            _DEFAULT = make_sandbox(workers, limits)
+            sb = default_sandbox_settings()
+            _DEFAULT = make_sandbox(sb.get("workers") or min(4, os.cpu_count() or 1), sb)
             import atexit
 
             atexit.register(_DEFAULT.close)

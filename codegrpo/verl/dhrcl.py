@@ -287,14 +287,20 @@ def on_step(trainer, step: int, metrics: dict) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 # Launching a run (Snakemake job process)
 # ---------------------------------------------------------------------------------------------------------
+def _resolved(dcfg: Mapping[str, Any], key: str) -> dict:
+    """``dhrcl.<key>`` over its schema defaults (a validated config already carries them all)."""
+    from codegrpo.runsettings import schema_defaults
+
+    return {**schema_defaults("dhrcl", key), **dict(dcfg.get(key) or {})}
+
+
 def reward_kwargs(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], tokenizer_path: str | None) -> dict:
-    r = dict(dcfg.get("reward") or {})
-    out = {"variant": variant_def["reward"], "stage3_form": r.get("stage3_form", "structure"),
-           "ast_method": r.get("ast_method", "ted"), "ast_node_cap": r.get("ast_node_cap", 400),
-           "timeout_s": r.get("timeout_s", 10.0)}
-    for k, v in (r.get("static_weights") or {}).items():
+    r = _resolved(dcfg, "reward")
+    out = {"variant": variant_def["reward"], "stage3_form": r["stage3_form"], "ast_method": r["ast_method"],
+           "ast_node_cap": r["ast_node_cap"], "timeout_s": r["timeout_s"]}
+    for k, v in (r["static_weights"] or {}).items():
         out[f"static_w_{k}"] = float(v)
-    if r.get("use_policy_tokenizer", True) and tokenizer_path:
+    if r["use_policy_tokenizer"] and tokenizer_path:
         out["tokenizer_path"] = str(tokenizer_path)
     return out
 
@@ -309,7 +315,7 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path) -> dict:
     ccfg = curriculum_config(dcfg, vdef, total)
     return {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
             "curriculum": CurriculumController(ccfg).to_dict()["config"],
-            "reward": dict(dcfg.get("reward") or {}), "token_weights": dict(dcfg.get("token_weights") or {})}
+            "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights")}
 
 
 def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_model: str) -> list[str]:
@@ -327,9 +333,9 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
         "reward_model.reward_manager=batch",
         "custom_reward_function.name=compute_score_batch",
         f"{ar}.actor.policy_loss.loss_mode={loss_mode(vdef['token_weights'])}",
-        f"+{ar}.actor.policy_loss.dhrcl_tau={fmt(float(tw.get('tau', 1.0)))}",
-        f"+{ar}.actor.policy_loss.dhrcl_w_min={fmt(float(tw.get('w_min', 0.25)))}",
-        f"+{ar}.actor.policy_loss.dhrcl_w_max={fmt(float(tw.get('w_max', 4.0)))}",
+        f"+{ar}.actor.policy_loss.dhrcl_tau={fmt(float(tw['tau']))}",
+        f"+{ar}.actor.policy_loss.dhrcl_w_min={fmt(float(tw['w_min']))}",
+        f"+{ar}.actor.policy_loss.dhrcl_w_max={fmt(float(tw['w_max']))}",
         f"codegrpo.validate_callbacks={fmt(['codegrpo.verl.dhrcl:on_validate'])}",
         f"codegrpo.step_callbacks={fmt(['codegrpo.verl.dhrcl:on_step'])}",
     ]
@@ -339,8 +345,7 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
         # verl's default of 8 DataLoader worker processes per loader: on CPU they only compete for the cores, and
         # they are left running (about 0.5 GB each) when Ray kills the TaskRunner at the end of a run
         ov.append("+data.dataloader_num_workers=0")
-    tok = init_model if (dcfg.get("reward") or {}).get("use_policy_tokenizer", True) else None
-    for k, v in reward_kwargs(dcfg, vdef, tok).items():
+    for k, v in reward_kwargs(dcfg, vdef, init_model).items():
         ov.append(f"+custom_reward_function.reward_kwargs.{k}={fmt(v)}")
     return ov
 
@@ -365,14 +370,6 @@ class DhrclHook:
                 "transitions": json.loads(state.read_text())["transitions"] if state.is_file() else []}
 
 
-def dhrcl_sandbox_env(cfg: Mapping[str, Any]) -> dict[str, str]:
-    sb = dict(cfg.get("sandbox") or {})
-    env = {"CODEGRPO_SANDBOX_LIMITS": json.dumps({k: v for k, v in sb.items() if k != "workers"})}
-    if sb.get("workers"):
-        env["CODEGRPO_SANDBOX_WORKERS"] = str(sb["workers"])
-    return env
-
-
 def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
                  val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
                  seed: int | None = None):
@@ -386,7 +383,7 @@ def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[
     settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
                                    val_files=val_files, init_model=init_model, run_dir=run_dir, hook=hook)
     stages.prepare_run_dir(run_dir, settings)
-    return stages.settings_launch(cfg, settings, run_dir, env=dhrcl_sandbox_env(cfg), hook=hook)
+    return stages.settings_launch(cfg, settings, run_dir, hook=hook)
 
 
 def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
@@ -405,5 +402,4 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
 
     cfg = _seeded(cfg, seed)
     return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
-                    val_files=val_files, init_model=init_model, run_dir=run_dir, env=dhrcl_sandbox_env(cfg),
-                    hook=DhrclHook(variant))
+                    val_files=val_files, init_model=init_model, run_dir=run_dir, hook=DhrclHook(variant))

@@ -96,6 +96,9 @@ class Launch:
     overrides: list[str]
     argv_prefix: list[str]
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    # inherited variables (name prefixes) the command must not see: a GRPO run's settings reach its workers only
+    # through its settings.json, so the documented overrides of the reward settings are dropped
+    drop_env: tuple[str, ...] = ()
 
     @property
     def argv(self) -> list[str]:
@@ -105,6 +108,12 @@ class Launch:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         return (env + " " if env else "") + shlex.join(self.argv)
 
+    def process_env(self, environ=None) -> dict[str, str]:
+        """The command's environment: ``environ`` (default ``os.environ``) less :attr:`drop_env`, plus :attr:`env`."""
+        environ = os.environ if environ is None else environ
+        kept = {k: v for k, v in environ.items() if not (self.drop_env and k.startswith(self.drop_env))}
+        return {**kept, **self.env}
+
     def validate(self):
         """Compose the launch's config (no training, no verl import beyond Hydra's search path)."""
         return compose(self.config_name, self.overrides)
@@ -112,7 +121,7 @@ class Launch:
     def run_process(self, log_file: str | os.PathLike, cwd: str | os.PathLike | None = None) -> int:
         """Validate, then run the command with stdout/stderr appended to ``log_file``; return its exit code."""
         self.validate()
-        env = {**os.environ, **self.env}
+        env = self.process_env()
         log_file = Path(log_file)
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "a", encoding="utf-8") as fh:

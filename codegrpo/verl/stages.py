@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from codegrpo import preflight
+from codegrpo import preflight, runsettings
+from codegrpo.runsettings import SETTINGS_ENV, SETTINGS_FILE
 from codegrpo.io import write_json
 from codegrpo.models import export_hf, import_checkpoint
 from codegrpo.verl import checkpoints
@@ -28,11 +29,9 @@ from codegrpo.verl.launch import RL_STAGES, grpo_launch, sft_launch
 
 log = logging.getLogger(__name__)
 
-SETTINGS_FILE = "settings.json"
-SETTINGS_ENV = "CODEGRPO_RUN_SETTINGS"
 FINISHED_FILE = "finished.json"
-# config sections the rewards read, recorded in a run's settings.json
-REWARD_SECTIONS = ("compile_reward", "embedding", "sandbox")
+# config sections the rewards read, resolved into a run's settings.json (codegrpo.runsettings reads them back)
+REWARD_SECTIONS = runsettings.SECTIONS
 # RL stages whose reward embeds text (the embedding settings and server apply to them)
 EMBEDDING_STAGES = ("skin_rl",)
 
@@ -179,14 +178,8 @@ class GrpoHook:
 
 def load_run_settings(path: str | os.PathLike | None = None) -> dict:
     """The run's resolved settings (``settings.json``), from ``path`` or ``$CODEGRPO_RUN_SETTINGS``: how the
-    trainer's plug-ins and the reward read them in verl's worker processes."""
-    import json
-
-    path = path or os.environ.get(SETTINGS_ENV)
-    if not path:
-        raise RuntimeError(f"{SETTINGS_ENV} is not set (it names the run's {SETTINGS_FILE}; set by run_grpo)")
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)["settings"]
+    trainer's plug-ins and the reward read them in verl's worker processes (:mod:`codegrpo.runsettings`)."""
+    return runsettings.load(path)
 
 
 def fingerprint(settings: Mapping) -> str:
@@ -230,9 +223,22 @@ def prepare_run_dir(run_dir: Path, settings: Mapping) -> str:
     return "fresh"
 
 
+def reward_sections(cfg: Mapping, run: str) -> dict[str, dict]:
+    """The resolved ``compile_reward``, ``embedding`` and ``sandbox`` sections of run ``run`` (the config's, over
+    the schema's defaults; for a stage whose reward embeds text, ``embedding`` with the stage's own overrides)."""
+    from codegrpo.rewards.embedding import embedding_config
+
+    out = {}
+    for name in REWARD_SECTIONS:
+        given = embedding_config(cfg, run) if name == "embedding" and run in EMBEDDING_STAGES else cfg.get(name)
+        out[name] = {**runsettings.schema_defaults(name), **dict(given or {})}
+    return out
+
+
 def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_files, init_model: str,
                  run_dir: Path, extra_overrides: Sequence[str] = (), hook: GrpoHook | None = None) -> dict:
-    """The resolved settings of a GRPO run (what settings.json holds and what decides resume vs. fresh start)."""
+    """The resolved settings of a GRPO run (what settings.json holds and what decides resume vs. fresh start),
+    including the reward sections (:func:`reward_sections`) the reward code reads in verl's workers."""
     hook = hook or GrpoHook()
     run_dir = Path(run_dir).resolve()
     section = dict(section)
@@ -240,14 +246,37 @@ def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_f
             "seed": cfg.get("seed", 0), "run_dir": str(run_dir),
             "train_files": [str(p.resolve()) for p in _files_list(train_files)],
             "val_files": [str(p.resolve()) for p in _files_list(val_files)],
-            "rewards": {k: cfg[k] for k in REWARD_SECTIONS if cfg.get(k) is not None},
+            **reward_sections(cfg, run),
             "extra_overrides": list(extra_overrides),
             "extra": hook.settings(cfg, section, run_dir, init_model)}
 
 
+@contextlib.contextmanager
+def run_services(settings: Mapping, run_dir: Path):
+    """Start the services run ``settings`` needs (the embedding server of a stage whose reward embeds text,
+    with ``embedding.serve: true``), record their endpoints under ``served`` in the run's settings.json before
+    the trainer starts, and stop them when the block ends."""
+    run_dir = Path(run_dir)
+    served: dict[str, dict] = {}
+    with contextlib.ExitStack() as stack:
+        embedding = settings.get("embedding") or {}
+        if settings["run"] in EMBEDDING_STAGES and embedding.get("serve"):
+            from codegrpo.services import embedding_service
+
+            svc = stack.enter_context(embedding_service(embedding, log_path=run_dir / "embedding_server.log"))
+            served["embedding"] = dict(svc.endpoint)
+            log.info("%s: embedding server ready (%s)", settings["run"], svc.endpoint["api_base"])
+        runsettings.write_served(run_dir / SETTINGS_FILE, served)  # also clears a previous attempt's endpoints
+        yield served
+
+
 def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapping[str, str] | None = None,
                     reward_path: str | None = None, hook: GrpoHook | None = None):
-    """The verl launch of a run from its resolved settings; workers get only ``$CODEGRPO_RUN_SETTINGS``."""
+    """The verl launch of a run from its resolved settings.
+
+    Of the project's variables, the trainer's environment gets only ``$CODEGRPO_RUN_SETTINGS`` (the run's
+    settings.json, read by the reward code in verl's workers); ``env`` adds variables that are not settings
+    (e.g. ``RAY_ADDRESS``)."""
     hook = hook or GrpoHook()
     run_dir = Path(run_dir).resolve()
     launch = grpo_launch(cfg, settings["section"], settings["run"], train_files=settings["train_files"],
@@ -256,6 +285,7 @@ def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapp
                          reward_path=reward_path)
     launch.env.update(env or {})
     launch.env[SETTINGS_ENV] = str(run_dir / SETTINGS_FILE)
+    launch.drop_env = runsettings.OVERRIDE_PREFIXES
     return launch
 
 
@@ -266,9 +296,10 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
     """Train (or import) GRPO run ``run`` from the RL ``section`` of the config; returns the done.json record.
 
     The one GRPO lifecycle (skeleton_rl, skin_rl and every dhrcl-<variant>): resolve the run's settings once
-    into ``settings.json`` (:func:`prepare_run_dir` decides resume or fresh start), launch verl with
-    ``$CODEGRPO_RUN_SETTINGS`` naming that file, export the newest actor checkpoint, write ``finished.json``
-    and ``done.json``.
+    into ``settings.json`` (:func:`prepare_run_dir` decides resume or fresh start), start the run's services
+    (:func:`run_services`: their endpoints go into settings.json), launch verl with ``$CODEGRPO_RUN_SETTINGS``
+    naming that file (the only channel of settings into verl's workers), export the newest actor checkpoint,
+    write ``finished.json`` and ``done.json``.
     """
     t0 = time.time()
     hook = hook or GrpoHook()
@@ -295,7 +326,8 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
     if stage in preflight.training_sections(cfg):
         preflight.stage_checks(cfg, stage, rows=rows, model_dir=init_model, files=str(train_files))
     launch = settings_launch(cfg, settings, run_dir, env=env, reward_path=reward_path, hook=hook)
-    _run_launch(launch, run_dir)
+    with run_services(settings, run_dir):
+        _run_launch(launch, run_dir)
     ckpt_dir = run_dir / "checkpoints"
     latest = checkpoints.latest_actor(ckpt_dir)
     if latest is None:
@@ -313,7 +345,7 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
     from codegrpo.contracts import LLM4DECOMPILE_EXE, SK2D_STRUCTURE, SK2D_STRUCTURE_SIM
     from codegrpo.verl.launch import fmt
 
-    choice = section.get("structure_reward", "exe_type")
+    choice = section.get("structure_reward") or runsettings.schema_defaults(stage)["structure_reward"]
     if choice == "exe_type":
         return []
     if choice != "sim_exe":
@@ -329,10 +361,11 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     """:func:`run_grpo` of RL stage ``stage`` (skeleton_rl | skin_rl) inside the stage's job context.
 
     * ``structure_reward: sim_exe`` scores skeleton_rl's data source with ``sim_exe`` instead of ``exe_type``;
-    * the ``compile_reward`` settings, and for a stage whose reward embeds text (skin_rl)
-      the ``embedding`` settings, reach the reward as ``CODEGRPO_*`` variables;
-    * with ``embedding.serve: true`` such a stage starts the embedding server
-      (:func:`codegrpo.services.embedding_service`) on 127.0.0.1 for the duration of training and stops it after;
+    * the ``compile_reward``, ``embedding`` and ``sandbox`` settings reach the reward through the run's
+      settings.json (:func:`run_settings`);
+    * with ``embedding.serve: true`` a stage whose reward embeds text (skin_rl) starts the embedding server
+      (:func:`codegrpo.services.embedding_service`) on 127.0.0.1 for the duration of training and stops it after
+      (:func:`run_services`);
     * in a multi-node SLURM job (GPU mode) a Ray cluster spans the allocation (:mod:`codegrpo.cluster`) and
       the driver joins it through ``RAY_ADDRESS``.
     """
@@ -344,23 +377,6 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     env: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         if not section.get("import"):
-            if cfg.get("compile_reward"):
-                from codegrpo.rewards.compile import env_from_config as compile_env
-
-                env.update(compile_env(dict(cfg["compile_reward"])))
-            embedding = dict(cfg.get("embedding") or {})
-            if stage in EMBEDDING_STAGES and embedding:
-                from codegrpo.rewards.embedding import env_from_config as embedding_env
-
-                env.update(embedding_env(embedding))
-                if embedding.get("serve"):
-                    from codegrpo.services import embedding_service
-
-                    run_dir.mkdir(parents=True, exist_ok=True)
-                    svc = stack.enter_context(
-                        embedding_service(embedding, log_path=run_dir / "embedding_server.log"))
-                    env.update(svc.env)
-                    log.info("%s: embedding server ready (%s)", stage, env.get("CODEGRPO_EMBEDDING_API_BASE"))
             if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
                 from codegrpo.cluster import multinode_ray
 

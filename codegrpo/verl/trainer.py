@@ -134,12 +134,23 @@ class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
 
 
 def ray_init_kwargs(cfg) -> dict:
-    """How the driver starts (or joins) Ray for this config."""
+    """How the driver starts (or joins) Ray for this config.
+
+    The workers' ``runtime_env`` carries, of the project's variables, only ``$CODEGRPO_RUN_SETTINGS`` (the reward
+    reads its settings from that file), plus API keys of an embedding service and Hugging Face's offline switches
+    (:func:`codegrpo.rewards.forward_env`)."""
+    from codegrpo import runsettings
     from codegrpo.rewards import forward_env
 
     forwarded = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH")
-    env_vars = {k: v for k, v in os.environ.items() if k in forwarded or k.startswith("CODEGRPO_")}
-    env_vars.update(forward_env())  # what the reward functions read in the TaskRunner process
+    env_vars = {k: v for k, v in os.environ.items() if k in forwarded}
+    # the one settings channel: the run's settings.json; of the project's variables only its path is forwarded
+    path = runsettings.settings_path()
+    key_env = ()
+    if path:
+        env_vars[runsettings.SETTINGS_ENV] = path
+        key_env = tuple(filter(None, [(runsettings.load(path).get("embedding") or {}).get("api_key_env")]))
+    env_vars.update(forward_env(names=key_env))  # API keys of the embedding service, offline switches
     env_vars.setdefault("TOKENIZERS_PARALLELISM", "false")
     if cfg.codegrpo.device == "cpu":
         from codegrpo.verl import cpu
