@@ -245,16 +245,16 @@ def test_sft_rerun_resumes_from_newest_weights(sft_run, fixtures):
 def test_grpo_resumes_after_kill(fixtures, tmp_path):
     """Kill a run after its first checkpoint; the rerun resumes there; no step is lost or duplicated."""
     from codegrpo.verl import checkpoints
-    from codegrpo.verl.launch import grpo_launch
-    from codegrpo.verl.stages import run_grpo
+    from codegrpo.verl.stages import prepare_run_dir, run_grpo, run_settings, settings_launch
 
     cfg = tiny_cfg(steps=3)
-    run_dir = tmp_path / "skeleton_rl"
+    run_dir = (tmp_path / "skeleton_rl").resolve()
     kw = dict(train_files=fixtures["rl_train"], val_files=fixtures["rl_val"], init_model=str(fixtures["tiny"]),
               run_dir=run_dir)
-    la = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=kw["train_files"], val_files=kw["val_files"],
-                     model_path=kw["init_model"], run_dir=run_dir)
-    run_dir.mkdir(parents=True)
+    # the first attempt starts the way run_grpo does (settings.json, then verl), and is killed after step 1
+    settings = run_settings(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw)
+    assert prepare_run_dir(run_dir, settings) == "fresh"
+    la = settings_launch(cfg, settings, run_dir)
     with open(run_dir / "train.log", "w") as log:
         proc = subprocess.Popen(la.argv, env={**os.environ, **la.env}, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
