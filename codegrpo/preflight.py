@@ -53,10 +53,12 @@ def raise_problems(problems: list[str]) -> None:
 
 
 def training_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
-    """Training stage -> (config path of its settings, settings): sft, skeleton_rl, skin_rl, dhrcl."""
-    out: dict[str, tuple[str, Mapping]] = {"sft": ("sft", cfg["sft"])}
-    for stage in RL_STAGES:
-        out[stage] = (stage, cfg[stage])
+    """Training stage -> (config path of its settings, settings): sft, skeleton_rl, skin_rl, dhrcl — those the
+    config holds (the whole config at plan time; a training job's config holds only its own sections)."""
+    out: dict[str, tuple[str, Mapping]] = {}
+    for stage in ("sft", *RL_STAGES):
+        if isinstance(cfg.get(stage), Mapping):
+            out[stage] = (stage, cfg[stage])
     if isinstance(cfg.get("dhrcl"), Mapping) and isinstance(cfg["dhrcl"].get("training"), Mapping):
         out["dhrcl"] = ("dhrcl.training", cfg["dhrcl"]["training"])
     return out

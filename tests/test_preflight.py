@@ -116,6 +116,11 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     job = {k: paper[k] for k in ("device", "seed", "cluster", "model", "sft")}
     assert [p.split(" = ")[0] for p in preflight.check_offline(job, env, cache_dir=str(tmp_path / "x"))] == \
         ["model.base"]
+    rows = int(paper["sft"]["train_batch_size"])
+    with pytest.raises(preflight.PreflightError) as exc:  # the job's own checks run on its partial config
+        preflight.stage_checks(job, "sft", rows=rows, model_dir=tmp_path, env={**env, "WANDB_MODE": "offline"})
+    assert [p.split(" = ")[0] for p in exc.value.problems] == ["model.base"]
+    preflight.stage_checks(job, "sft", rows=rows, model_dir=tmp_path, env={"WANDB_MODE": "offline"})
 
 
 def test_wandb_logger_needs_key_or_mode(paper, local):
