@@ -477,6 +477,8 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
                                           f"--directory {shlex.quote(str(tmp_path / 'www'))}"}
     cfg["compile_reward"] = {**cfg["compile_reward"], "mode": "exact"}
     cfg["sandbox"] = {**cfg["sandbox"], "wall_s": 7}
+    for name in [k for k in os.environ if k.startswith("CODEGRPO_")]:  # e.g. left by another test module
+        monkeypatch.delenv(name)
     for name in ("CODEGRPO_COMPILE_MODE", "CODEGRPO_EMBEDDING_API_BASE", "CODEGRPO_SANDBOX_LIMITS",
                  "CODEGRPO_SANDBOX_WORKERS", "CODEGRPO_DHRCL_STAGE"):
         monkeypatch.setenv(name, "stale")

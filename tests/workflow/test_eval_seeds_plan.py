@@ -41,7 +41,13 @@ def test_dhrcl_plans_one_seed_or_all(snakemake_bin, tmp_path):
         f"{tmp_path}/results/runs/dhrcl-{v}-seed1/done.json" for v in ("full", "baseline_pass_rate"))
     # evaluation follows the seeds: each seed's run on each code-generation benchmark
     evals = _outputs(_plan(snakemake_bin, tmp_path, "evaluate", overlay=two), "eval_codegen")
-    assert len(evals) == 2 * 2 * 2 and any("/eval/dhrcl-full-seed1/humaneval.json" in o for o in evals)
+    per_run: dict[str, set[str]] = {}
+    for o in evals:
+        run, bench = o.split(",")[0].split("/eval/")[1].split("/")
+        per_run.setdefault(run, set()).add(bench)
+    assert sorted(per_run) == sorted(f"dhrcl-{v}-seed{s}" for v in ("full", "baseline_pass_rate") for s in (0, 1))
+    assert len({frozenset(b) for b in per_run.values()}) == 1  # every seed's run on the same benchmarks
+    assert {"kodcode_heldout.json", "humaneval.json"} <= per_run["dhrcl-full-seed1"]
 
 
 def test_paper_config_plans_three_seeds(snakemake_bin, tmp_path):
