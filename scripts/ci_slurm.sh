@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run a slice of the pipeline through a real SLURM cluster with the project's profile, and check that
+# Rehearse the paper DAG through a real SLURM cluster with the project's profiles, and check from files that
 # every job went through sbatch.
 #
 #   bash scripts/ci_slurm.sh                 # root, Debian 12; after scripts/setup.sh
@@ -8,24 +8,38 @@
 #   otherwise starts a one-node cluster with a fake GPU (scripts/local_slurm_up.sh: apt slurm-wlm + munge)
 #   and stops it again on exit (by pidfile, trap).
 # * Workflow: a copy of the working tree in a temporary folder (the checkout's results/ stay untouched),
-#   run as `snakemake --profile slurm --profile profiles/ci <targets>`: the SLURM profile with the CI layer
-#   (config.yaml: CPU, tiny model), under `timeout -s KILL` so that a hung executor cannot stall CI.
+#   under `timeout -s KILL` so that a hung executor cannot stall CI.
+#   - default, the rehearsal: `snakemake --profile slurm --profile profiles/rehearsal` = config/paper.yaml with
+#     config/rehearsal.yaml over it: the whole paper DAG (every stage, run, variant, seed, benchmark, table and
+#     the report) on CPU with the tiny model; skeleton_rl (nnodes 2) is one job with 2 SLURM tasks, each a Ray
+#     node (cluster.rehearsal_tasks_as_nodes). docs/cluster.md.
+#   - a slice: CI_SLURM_TARGETS set: `snakemake --profile slurm --profile profiles/ci <targets>` (config.yaml).
 # * Checks (no squeue needed): each job id Snakemake reports has the executor's log
 #   .snakemake/slurm_logs/rule_<rule>/.../<jobid>.log, written by SLURM, in which the job-side Snakemake
-#   finished that rule; the expected rules were among them; the targets exist.
+#   finished that rule; the expected rules were among them; the targets exist. The rehearsal expects every
+#   rule of its plan except the Snakefile's localrules, and skeleton_rl's ray_rehearsal.json showing 2 Ray
+#   nodes (SLURM tasks) in the job that skeleton_rl_train was submitted as.
 #
 # Environment (all optional):
-#   CI_SLURM_TARGETS    targets (default: the data stage and the skeleton_rl run, i.e. the data rules,
-#                       tiny_model, sft_train (skeleton) and skeleton_rl_train: GRPO with verl on CPU)
-#   CI_SLURM_RULES      rules that must have run as SLURM jobs
-#                       (default: data_ingest data_parquet tiny_model sft_train skeleton_rl_train)
+#   CI_SLURM_TARGETS    targets of a slice (default: none, the rehearsal's whole DAG)
+#   CI_SLURM_RULES      rules that must have run as SLURM jobs (default: the rehearsal's plan minus localrules;
+#                       for a slice: data_ingest data_parquet tiny_model sft_train skeleton_rl_train)
+#   CI_SLURM_PROFILE    the layer over profiles/slurm (default profiles/rehearsal; profiles/ci for a slice)
 #   CI_SLURM_TIMEOUT_S  hard limit for the Snakemake run (default 2400)
 #   CI_SLURM_WORKDIR    where to copy the workflow (default: a new folder under /tmp; kept for inspection)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
-TARGETS="${CI_SLURM_TARGETS:-data results/runs/skeleton_rl/done.json}"
-RULES="${CI_SLURM_RULES:-data_ingest data_parquet tiny_model sft_train skeleton_rl_train}"
+TARGETS="${CI_SLURM_TARGETS:-}"
+if [ -n "$TARGETS" ]; then
+  MODE=slice
+  LAYER="${CI_SLURM_PROFILE:-profiles/ci}"
+  RULES="${CI_SLURM_RULES:-data_ingest data_parquet tiny_model sft_train skeleton_rl_train}"
+else
+  MODE=rehearsal
+  LAYER="${CI_SLURM_PROFILE:-profiles/rehearsal}"
+  RULES="${CI_SLURM_RULES:-}"   # filled from the rehearsal's plan below
+fi
 LIMIT_S="${CI_SLURM_TIMEOUT_S:-2400}"
 WORK="${CI_SLURM_WORKDIR:-$(mktemp -d /tmp/codegrpo-ci-slurm.XXXXXX)}"
 PY="$ROOT/.venv/bin/python"
@@ -61,17 +75,33 @@ fi
 log "copying the workflow to $WORK"
 mkdir -p "$WORK"
 git ls-files -co --exclude-standard | grep -v '^tests/' | tar -cf - -T - | tar -xf - -C "$WORK"
+# Psyche-C (data_generate) as scripts/setup.sh built it, without copying it
+if [ -e "$ROOT/build/psychec" ]; then
+  mkdir -p "$WORK/build" && ln -sfn "$(readlink -f "$ROOT/build/psychec")" "$WORK/build/psychec"
+fi
 cd "$WORK"
 export PATH="$ROOT/.venv/bin:$PATH"
+# no internet needed: every input of the rehearsal is a shipped file
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
 log "paper-scale DAG under the SLURM profile (dry run)"
 timeout -s KILL 300 "$SNAKEMAKE" --profile slurm -n --quiet rules > dryrun.out 2>&1 \
   || { tail -n 40 dryrun.out; log "FAIL: snakemake --profile slurm -n"; exit 1; }
 
-log "snakemake --profile slurm --profile profiles/ci $TARGETS   (limit ${LIMIT_S}s)"
+run_targets="$TARGETS"
+if [ "$MODE" = rehearsal ]; then
+  log "rehearsal plan (dry run)"
+  timeout -s KILL 300 "$SNAKEMAKE" --profile slurm --profile "$LAYER" -n --quiet rules > plan.out 2>&1 \
+    || { tail -n 40 plan.out; log "FAIL: snakemake --profile slurm --profile $LAYER -n"; exit 1; }
+  [ -n "$RULES" ] || RULES=$("$PY" "$ROOT/scripts/ci_slurm_rules.py" Snakefile plan.out)
+  TARGETS="results/tables ./report.html"   # checked after the run (the report is written locally from it)
+  log "rules expected as SLURM jobs: $RULES"
+fi
+
+log "snakemake --profile slurm --profile $LAYER $run_targets  (limit ${LIMIT_S}s; load $(cut -d' ' -f1-3 /proc/loadavg))"
 t0=$(date +%s)
 set +e
-timeout -s KILL "$LIMIT_S" "$SNAKEMAKE" --profile slurm --profile profiles/ci $TARGETS > snakemake.out 2>&1
+timeout -s KILL "$LIMIT_S" "$SNAKEMAKE" --profile slurm --profile "$LAYER" $run_targets > snakemake.out 2>&1
 rc=$?
 set -e
 tail -n 25 snakemake.out
@@ -86,10 +116,17 @@ if [ "$rc" != 0 ]; then
   done
   exit 1
 fi
-log "Snakemake finished in $(( $(date +%s) - t0 ))s"
+log "Snakemake finished in $(( $(date +%s) - t0 ))s (load $(cut -d' ' -f1-3 /proc/loadavg))"
+if [ "$MODE" = rehearsal ]; then
+  timeout -s KILL 300 "$SNAKEMAKE" --profile slurm --profile "$LAYER" --report report.html > report.out 2>&1 \
+    || { tail -n 30 report.out; log "FAIL: snakemake --report"; exit 1; }
+  ls results/tables/*.csv > /dev/null || { log "FAIL: no paper table in results/tables"; exit 1; }
+fi
 
 # Evidence that the jobs went through sbatch, from files only.
-"$PY" - "$RULES" $TARGETS <<'EOF'
+MODE="$MODE" "$PY" - "$RULES" $TARGETS <<'EOF'
+import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -114,6 +151,12 @@ missing = [r for r in rules_expected if r not in ran]
 assert not missing, f"rules that did not run as SLURM jobs: {missing} (ran: {sorted(ran)})"
 for t in targets:
     assert Path(t).exists(), f"target {t} missing"
+if os.environ["MODE"] == "rehearsal":
+    # skeleton_rl: one SLURM job whose 2 tasks were the 2 Ray nodes, a task ran on each
+    ray = json.loads(Path("results/runs/skeleton_rl/ray_rehearsal.json").read_text())
+    assert ray["job_id"] in ran.get("skeleton_rl_train", []), (ray["job_id"], ran.get("skeleton_rl_train"))
+    assert ray["ray_nodes"] == 2 and len({t["node_id"] for t in ray["tasks"]}) == 2, ray
+    print(f"[ci_slurm] OK: skeleton_rl_train = SLURM job {ray['job_id']}, {ray['ray_nodes']} tasks as Ray nodes")
 print(f"[ci_slurm] OK: {len(ids)} SLURM jobs, " +
       ", ".join(f"{r} x{len(v)}" for r, v in sorted(ran.items())))
 EOF

@@ -84,3 +84,34 @@ def test_device_cpu_never_asks_for_gpus(paper, local):
     assert training_topology(cfg, "skeleton_rl") == (1, 1)
     got = stage_resources(local, "sft")
     assert got == {"mem_mb": 6000, "runtime": 60, "cpus_per_task": 2, "nodes": 1}
+
+
+def _rehearsal() -> dict:
+    """config/paper.yaml with config/rehearsal.yaml merged over it, as Snakemake merges --configfile files."""
+    import yaml
+    from snakemake.utils import update_config
+
+    from codegrpo.config import validate_config
+
+    cfg = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    update_config(cfg, yaml.safe_load((REPO / "config" / "rehearsal.yaml").read_text()))
+    return validate_config(cfg, "paper.yaml + rehearsal.yaml")
+
+
+def test_rehearsal_runs_two_node_stage_as_two_tasks_on_one_node(paper, local):
+    cfg = _rehearsal()
+    assert cfg["device"] == "cpu" and cfg["skeleton_rl"]["nnodes"] == 2
+    got = stage_resources(cfg, "skeleton_rl")
+    assert got["tasks"] == 2 and got["nodes"] == 1 and "gpu" not in got and "gres" not in got
+    assert got["cpus_per_task"] * got["tasks"] <= 2  # fits the one-node test cluster's 2 CPUs
+    assert training_topology(cfg, "skeleton_rl") == (1, 1)  # verl's CPU mode is told one fake GPU
+    # one-node stages and non-training stages are unchanged
+    assert "tasks" not in stage_resources(cfg, "skin_rl") and "tasks" not in stage_resources(cfg, "evaluate")
+    # the key is the only switch: unset (the default), the same config asks for no tasks
+    off = copy.deepcopy(cfg)
+    off["cluster"]["rehearsal_tasks_as_nodes"] = False
+    assert "tasks" not in stage_resources(off, "skeleton_rl")
+    # and it never changes a GPU run: the paper config with it set asks for 2 nodes with 8 GPUs each, no tasks
+    gpu = _with(paper, rehearsal_tasks_as_nodes=True)
+    assert stage_resources(gpu, "skeleton_rl") == stage_resources(paper, "skeleton_rl")
+    assert paper["cluster"]["rehearsal_tasks_as_nodes"] is False and local["cluster"]["rehearsal_tasks_as_nodes"] is False

@@ -14,11 +14,14 @@ GPU topology is stated in one place. A training stage (a config section with ``n
 nodes and GPUs per node from that section, which is also what verl is told; ``cluster.stages.<stage>``
 may not repeat them (:class:`ResourceError` names the key to delete). Other stages (evaluate, data ...)
 take ``gpu`` / ``nodes`` from ``cluster``.
+
+One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``, device cpu only): a training stage with
+``nnodes`` > 1 gets ``tasks: nnodes`` (--ntasks) on one node instead, each task a Ray node.
 """
 
 from __future__ import annotations
 
-__all__ = ["ResourceError", "stage_resources", "training_topology"]
+__all__ = ["ResourceError", "rehearsal_tasks", "stage_resources", "training_topology"]
 
 
 class ResourceError(ValueError):
@@ -49,6 +52,18 @@ def training_topology(config: dict, stage: str) -> tuple[int, int] | None:
     return int(section.get("nnodes", 1)), int(section.get("n_gpus_per_node", 1))
 
 
+def rehearsal_tasks(config: dict, stage: str) -> int:
+    """SLURM tasks (= Ray nodes) of a training stage in a one-host rehearsal; 0 when not rehearsing.
+
+    Only with ``cluster.rehearsal_tasks_as_nodes: true`` and device cpu: the stage section's ``nnodes``."""
+    if config["device"] != "cpu" or not config.get("cluster", {}).get("rehearsal_tasks_as_nodes"):
+        return 0
+    found = _training_section(config, stage)
+    if found is None:
+        return 0
+    return int(found[1].get("nnodes", 1))
+
+
 def stage_resources(config: dict, stage: str) -> dict:
     """Snakemake resources of ``stage``'s jobs; ``config`` is the schema-validated config."""
     cl = config["cluster"]
@@ -68,6 +83,10 @@ def stage_resources(config: dict, stage: str) -> dict:
         if config["device"] != "cpu":
             out["nodes"] = int(section.get("nnodes", 1))
             out["gpu"] = int(section.get("n_gpus_per_node", 1))
+        elif rehearsal_tasks(config, stage) > 1:
+            # one-host rehearsal: one SLURM task per would-be node on one host (the Ray bootstrap's test mode)
+            out["nodes"] = 1
+            out["tasks"] = rehearsal_tasks(config, stage)
     else:
         out.update(explicit)
     gpus = out.pop("gpu", 0)

@@ -14,6 +14,7 @@ kill resumes from the newest checkpoint (verl ``trainer.resume_mode=auto`` for G
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -356,6 +357,41 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
     return [f"+custom_reward_function.reward_kwargs.data_source_map={fmt(routes)}"]
 
 
+RAY_REHEARSAL_FILE = "ray_rehearsal.json"
+
+
+def rehearse_ray_bootstrap(cfg: Mapping, section: Mapping, run_dir: Path) -> dict | None:
+    """One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``): the multi-node Ray bootstrap of a stage with
+    ``nnodes`` > 1, run for real with every SLURM task as a Ray node (head here, the others through ``srun``),
+    one task pinned to each node; the result goes to ``<run_dir>/ray_rehearsal.json`` (temp file, renamed).
+
+    Returns None (and writes nothing) outside a SLURM job or for a one-node stage. verl's CPU mode then trains
+    on its own local Ray: it needs fake-GPU resources that a driver joining a running cluster cannot declare.
+    """
+    from codegrpo.cluster import ClusterError, multinode_ray, run_probe_tasks
+
+    if int(section.get("nnodes", 1)) < 2:
+        return None
+    cl = cfg.get("cluster", {})
+    kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s")) if key in cl}
+    with multinode_ray(tasks_as_nodes=True, cpu_only=True, **kw) as rc:
+        if rc is None:
+            return None
+        alloc = rc.allocation
+        tasks = run_probe_tasks(rc.python)
+        record = {"job_id": alloc.job_id, "ray_nodes": alloc.nnodes, "hosts": list(alloc.nodes),
+                  "expected_nodes": int(section["nnodes"]), "address": rc.address, "tasks": tasks}
+    if record["ray_nodes"] != record["expected_nodes"] or len({t["node_id"] for t in tasks}) != record["ray_nodes"]:
+        raise ClusterError(f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
+                           f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / (RAY_REHEARSAL_FILE + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(run_dir / RAY_REHEARSAL_FILE)
+    log.info("Ray rehearsal: %d nodes over SLURM job %s, tasks ran on %s", alloc.nnodes, alloc.job_id, tasks)
+    return record
+
+
 def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
                  init_model: str, run_dir: str | os.PathLike) -> dict:
     """:func:`run_grpo` of RL stage ``stage`` (skeleton_rl | skin_rl) inside the stage's job context.
@@ -376,6 +412,9 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     run_dir = Path(run_dir)
     env: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
+        if not section.get("import") and cfg["device"] == "cpu" and cfg.get("cluster", {}).get(
+                "rehearsal_tasks_as_nodes"):
+            rehearse_ray_bootstrap(cfg, section, run_dir)
         if not section.get("import"):
             if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
                 from codegrpo.cluster import multinode_ray
