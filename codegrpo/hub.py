@@ -1,0 +1,262 @@
+"""The Hugging Face cache of a run: what the config loads from the hub, the login-node prefetch, offline jobs.
+
+Compute nodes often have no internet. The ``prefetch`` target (a local rule, run on the login node) downloads
+every model and dataset the configuration names by hub id into one cache (``hub.cache_dir``, used as
+``HF_HOME``); with ``hub.offline_jobs`` every job then runs with ``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1``
+(:func:`job_env`, applied by ``rules/common.smk`` to the Snakemake process, whose environment every job
+inherits: local jobs as child processes, SLURM jobs through ``sbatch --export=ALL``).
+
+* :func:`hub_refs`: (config key, hub id) of every model (``model.base``, ``sft.import.*``, ``<rl stage>.import``,
+  ``dhrcl.init``, ``dhrcl.training.import``, ``embedding.server_model_path`` when served, ``hub.models``) and
+  dataset (``hub.datasets``, and every ``hub_id`` key of the config, e.g. a data generation source);
+* :func:`prefetch`: ``huggingface_hub.snapshot_download`` for the models, ``datasets.load_dataset`` for the
+  datasets (what the jobs call offline later), into the configured cache; returns a manifest;
+* :func:`model_cached` / :func:`dataset_cached`: whether an id is in the cache (the preflight's offline check).
+
+``endpoint`` (or ``HF_ENDPOINT``) points everything at another hub, e.g. a mirror, or a local stand-in in tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "HubError",
+    "OFFLINE_VARS",
+    "cache_home",
+    "dataset_cached",
+    "hub_refs",
+    "is_hub_id",
+    "job_env",
+    "datasets_cache",
+    "download",
+    "hub_cache",
+    "missing",
+    "model_cached",
+    "prefetch",
+]
+
+RL_STAGES = ("skeleton_rl", "skin_rl")
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+class HubError(RuntimeError):
+    """A download failed, or the cache cannot serve a job offline (the message names the config key)."""
+
+
+def is_hub_id(ref: str, cfg: Mapping | None = None) -> bool:
+    """``owner/name`` that is not an existing local path (nor a path under the results folder)."""
+    if not isinstance(ref, str) or not ref or ref == "tiny":
+        return False
+    results = str((cfg or {}).get("results_dir", "results")).rstrip("/") + "/"
+    if ref.startswith((".", "/", "~", results)) or Path(os.path.expanduser(ref)).exists():
+        return False
+    parts = ref.split("/")
+    return len(parts) == 2 and all(parts)
+
+
+def _walk_hub_ids(node, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if key == "hub_id" and isinstance(value, str) and value:
+                yield sub, value
+            else:
+                yield from _walk_hub_ids(value, sub)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk_hub_ids(value, f"{path}[{i}]")
+
+
+def hub_refs(cfg: Mapping) -> dict[str, list[tuple[str, str]]]:
+    """``{"models": [(config key, id)], "datasets": [(config key, id)]}`` of every hub id the run loads.
+
+    Local folders are left out (they need no download); an id named twice is listed once (its first key).
+    """
+    models: list[tuple[str, str]] = []
+    base = (cfg.get("model") or {}).get("base")
+    if base:
+        models.append(("model.base", base))
+    for which, value in ((cfg.get("sft") or {}).get("import") or {}).items():
+        if value:
+            models.append((f"sft.import.{which}", value))
+    for stage in RL_STAGES:
+        if (cfg.get(stage) or {}).get("import"):
+            models.append((f"{stage}.import", cfg[stage]["import"]))
+    dh = cfg.get("dhrcl") or {}
+    if dh.get("init") and dh["init"] != "base":
+        models.append(("dhrcl.init", dh["init"]))
+    if (dh.get("training") or {}).get("import"):
+        models.append(("dhrcl.training.import", dh["training"]["import"]))
+    emb = cfg.get("embedding") or {}
+    if emb.get("serve") and emb.get("server_model_path"):
+        models.append(("embedding.server_model_path", emb["server_model_path"]))
+    hub = cfg.get("hub") or {}
+    models += [(f"hub.models[{i}]", m) for i, m in enumerate(hub.get("models") or [])]
+    datasets = [(f"hub.datasets[{i}]", d) for i, d in enumerate(hub.get("datasets") or [])]
+    datasets += list(_walk_hub_ids({k: v for k, v in cfg.items() if k != "hub"}, ""))
+
+    def unique(items):
+        seen, out = set(), []
+        for key, ref in items:
+            if ref not in seen and is_hub_id(ref, cfg):
+                seen.add(ref)
+                out.append((key, ref))
+        return out
+
+    return {"models": unique(models), "datasets": unique(datasets)}
+
+
+def cache_home(cfg: Mapping, environ: Mapping[str, str] | None = None) -> Path:
+    """``HF_HOME`` of the run: ``hub.cache_dir``, else the environment's ``HF_HOME``, else ~/.cache/huggingface."""
+    environ = os.environ if environ is None else environ
+    configured = (cfg.get("hub") or {}).get("cache_dir")
+    home = configured or environ.get("HF_HOME") or os.path.join(
+        environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+    return Path(os.path.expanduser(home)).absolute()
+
+
+def hub_cache(cfg: Mapping, environ: Mapping[str, str] | None = None) -> Path:
+    """The models' cache folder: ``<HF_HOME>/hub`` (``HF_HUB_CACHE`` when set and ``hub.cache_dir`` is not)."""
+    environ = os.environ if environ is None else environ
+    if not (cfg.get("hub") or {}).get("cache_dir") and environ.get("HF_HUB_CACHE"):
+        return Path(os.path.expanduser(environ["HF_HUB_CACHE"])).absolute()
+    return cache_home(cfg, environ) / "hub"
+
+
+def datasets_cache(cfg: Mapping, environ: Mapping[str, str] | None = None) -> Path:
+    """The datasets' cache folder: ``<HF_HOME>/datasets`` (``HF_DATASETS_CACHE`` when set, as for models)."""
+    environ = os.environ if environ is None else environ
+    if not (cfg.get("hub") or {}).get("cache_dir") and environ.get("HF_DATASETS_CACHE"):
+        return Path(os.path.expanduser(environ["HF_DATASETS_CACHE"])).absolute()
+    return cache_home(cfg, environ) / "datasets"
+
+
+def job_env(cfg: Mapping, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Variables every job gets: ``HF_HOME`` (when ``hub.cache_dir`` is set), and with ``hub.offline_jobs`` the
+    offline switches of huggingface_hub, datasets and transformers."""
+    hub = cfg.get("hub") or {}
+    env: dict[str, str] = {}
+    if hub.get("cache_dir"):
+        env["HF_HOME"] = str(cache_home(cfg, environ))
+    if hub.get("offline_jobs"):
+        env.update({v: "1" for v in OFFLINE_VARS})
+    return env
+
+
+def model_cached(repo_id: str, cache: Path | str, revision: str | None = None) -> bool:
+    """The model's snapshot (its config.json) is in the hub cache folder ``cache`` (``<HF_HOME>/hub``)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(cache),
+                                       revision=revision)
+    except Exception:  # noqa: BLE001 - an id the hub would reject is not in the cache either
+        return False
+    return isinstance(found, str)
+
+
+def dataset_cached(repo_id: str, cache: Path | str) -> bool:
+    """``datasets`` has a prepared copy of the dataset in ``cache`` (``<HF_HOME>/datasets``), which is what
+    ``load_dataset`` reuses offline."""
+    folder = Path(cache) / repo_id.replace("/", "___")
+    return folder.is_dir() and any(folder.rglob("dataset_info.json"))
+
+
+def _offline_now() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def prefetch(cfg: Mapping, *, endpoint: str | None = None, token: str | bool | None = None,
+             max_workers: int = 8, environ: Mapping[str, str] | None = None) -> dict:
+    """Download every hub id of :func:`hub_refs` into the run's cache (:func:`download`); return the manifest."""
+    return download(hub_refs(cfg), cache_home(cfg, environ), hub_cache(cfg, environ), datasets_cache(cfg, environ),
+                    endpoint=endpoint, token=token, max_workers=max_workers)
+
+
+def download(refs: Mapping[str, list], hf_home: str | os.PathLike, models_dir: str | os.PathLike,
+             datasets_dir: str | os.PathLike, *, endpoint: str | None = None, token: str | bool | None = None,
+             max_workers: int = 8) -> dict:
+    """Download ``refs`` (:func:`hub_refs`'s shape) into the given cache folders; return the manifest.
+
+    Models: ``snapshot_download(repo_id, cache_dir=models_dir)`` (every file of the main revision), so that a
+    job's ``from_pretrained(id)`` / vLLM / ``snapshot_download`` find them with ``HF_HUB_OFFLINE=1``.
+    Datasets: ``datasets.load_dataset(id, cache_dir=datasets_dir)``, which downloads and prepares every split,
+    as a job's offline ``load_dataset(id, split=...)`` expects. Ids already cached cost one metadata request
+    each. Raises :class:`HubError` naming the config key of the first id that fails.
+    """
+    if _offline_now():
+        raise HubError("prefetch needs the network, but HF_HUB_OFFLINE is set in this process; run the prefetch "
+                       "target on a node with internet access (the login node), without HF_HUB_OFFLINE")
+    from huggingface_hub import constants, snapshot_download
+
+    models_dir, datasets_dir = Path(models_dir), Path(datasets_dir)
+    if refs.get("datasets") and Path(constants.HF_HUB_CACHE).absolute() != models_dir:
+        # datasets fetches the raw data files through huggingface_hub's own cache (HF_HOME of this process); the
+        # jobs only need the prepared copy in datasets_dir, but the raw files then land outside the run's cache
+        log.warning("HF_HOME of this process (%s) is not the run's cache %s: the datasets' raw files go there",
+                    constants.HF_HOME, hf_home)
+    manifest: dict = {"hf_home": str(hf_home), "models_dir": str(models_dir), "datasets_dir": str(datasets_dir),
+                      "endpoint": endpoint or os.environ.get("HF_ENDPOINT") or "default",
+                      "models": [], "datasets": []}
+    for key, repo_id in refs.get("models", []):
+        t0 = time.monotonic()
+        log.info("prefetch model %s (%s) into %s", repo_id, key, models_dir)
+        try:
+            path = snapshot_download(repo_id, cache_dir=str(models_dir), endpoint=endpoint, token=token,
+                                     max_workers=max_workers)
+        except Exception as exc:  # noqa: BLE001 - network, auth, missing repo: all end the prefetch
+            raise HubError(f"{key} = {repo_id!r}: download failed: {type(exc).__name__}: {exc}") from exc
+        path = Path(path)
+        files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+        manifest["models"].append({"key": key, "id": repo_id, "snapshot": str(path), "revision": path.name,
+                                   "files": files, "bytes": _dir_bytes(path),
+                                   "seconds": round(time.monotonic() - t0, 2)})
+        log.info("model %s: %d files, revision %s, %.1fs", repo_id, len(files), path.name, time.monotonic() - t0)
+    for key, repo_id in refs.get("datasets", []):
+        t0 = time.monotonic()
+        log.info("prefetch dataset %s (%s) into %s", repo_id, key, datasets_dir)
+        try:
+            import datasets
+
+            ds = datasets.load_dataset(repo_id, cache_dir=str(datasets_dir), token=token)
+        except Exception as exc:  # noqa: BLE001
+            raise HubError(f"{key} = {repo_id!r}: dataset download failed: {type(exc).__name__}: {exc}") from exc
+        manifest["datasets"].append({"key": key, "id": repo_id, "splits": {s: len(ds[s]) for s in ds},
+                                     "seconds": round(time.monotonic() - t0, 2)})
+    return manifest
+
+
+def missing(cfg: Mapping, environ: Mapping[str, str] | None = None, *, cache_dir: str | os.PathLike | None = None,
+            datasets_dir: str | os.PathLike | None = None) -> list[str]:
+    """One problem per hub id of the run that an offline job would not find in the cache (names the config key).
+
+    ``cache_dir`` / ``datasets_dir``: the models' / datasets' cache folders (default: :func:`hub_cache`,
+    :func:`datasets_cache`).
+    """
+    models_dir = Path(cache_dir) if cache_dir else hub_cache(cfg, environ)
+    data_dir = Path(datasets_dir) if datasets_dir else datasets_cache(cfg, environ)
+    refs = hub_refs(cfg)
+    out = []
+    for key, ref in refs["models"]:
+        if not model_cached(ref, models_dir):
+            out.append(f"{key} = {ref!r} is neither a local path nor in the Hugging Face cache ({models_dir}), and "
+                       f"HF_HUB_OFFLINE=1 forbids downloading it; run `snakemake prefetch` on the login node (or "
+                       f"huggingface-cli download {ref} into the same HF_HOME), or set {key} to a local folder")
+    for key, ref in refs["datasets"]:
+        if not dataset_cached(ref, data_dir):
+            out.append(f"{key} = {ref!r} (dataset) is not in the datasets cache ({data_dir}), and "
+                       f"HF_DATASETS_OFFLINE=1 forbids downloading it; run `snakemake prefetch` on the login node")
+    return out

@@ -1,0 +1,176 @@
+"""codegrpo.hub: which hub ids a config loads, the jobs' offline environment, and the prefetch, run for real
+against a loopback stand-in of the Hugging Face Hub (tests/hub_standin.py) through huggingface_hub's own
+download code (HF_ENDPOINT), then used offline the way a job uses it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codegrpo import hub, preflight
+from codegrpo.config import load_config
+from hub_standin import COMMIT, HubStandIn
+
+REPO = Path(__file__).resolve().parent.parent
+MODEL_ID = "codegrpo-test/tiny-qwen2"
+DATASET_ID = "codegrpo-test/tiny-rows"
+
+
+@pytest.fixture(scope="module")
+def paper() -> dict:
+    return load_config(REPO / "config" / "paper.yaml", check_files=False)
+
+
+@pytest.fixture(scope="module")
+def local() -> dict:
+    return load_config(REPO / "config.yaml", check_files=False)
+
+
+def test_refs_of_the_paper_config(paper, local):
+    refs = hub.hub_refs(paper)
+    assert refs["models"] == [("model.base", "LLM4Binary/llm4decompile-6.7b-v2"), ("dhrcl.init", "Qwen/Qwen3-8B"),
+                              ("embedding.server_model_path", "Qwen/Qwen3-Embedding-0.6B")]
+    assert refs["datasets"] == []
+    assert hub.hub_refs(local) == {"models": [], "datasets": []}  # tiny model, packaged MiniLM: nothing to fetch
+
+
+def test_refs_imports_extras_and_hub_id_keys(paper, tmp_path):
+    cfg = copy.deepcopy(paper)
+    cfg["sft"]["import"] = {"skeleton": "LLM4Binary/sk2decompile-struct-6.7b", "skin": str(tmp_path)}
+    cfg["skin_rl"]["import"] = "Qwen/Qwen3-8B"  # already named by dhrcl.init: listed once
+    cfg["hub"] = {"models": ["org/extra"], "datasets": ["LLM4Binary/decompile-ghidra-100k"]}
+    cfg["data"]["generate_source"] = {"hub_id": "org/rows", "split": "train"}  # any hub_id key, e.g. a data source
+    refs = hub.hub_refs(cfg)
+    assert [k for k, _ in refs["models"]] == ["model.base", "sft.import.skeleton", "skin_rl.import",
+                                              "embedding.server_model_path", "hub.models[0]"]
+    assert refs["datasets"] == [("hub.datasets[0]", "LLM4Binary/decompile-ghidra-100k"),
+                                ("data.generate_source.hub_id", "org/rows")]
+    assert not hub.is_hub_id("results/runs/x/hf", cfg) and not hub.is_hub_id("tiny") and not hub.is_hub_id("a/b/c")
+
+
+def test_job_env_and_cache_folders(paper, tmp_path):
+    cfg = copy.deepcopy(paper)
+    cfg["hub"] = {"cache_dir": str(tmp_path / "hf"), "offline_jobs": True}
+    env = hub.job_env(cfg, {})
+    assert env == {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                   "TRANSFORMERS_OFFLINE": "1"}
+    assert hub.hub_cache(cfg, {"HF_HUB_CACHE": "/elsewhere"}) == tmp_path / "hf" / "hub"  # the config wins
+    cfg["hub"] = {"cache_dir": None, "offline_jobs": False}
+    assert hub.job_env(cfg, {"HF_HOME": "/x"}) == {}  # nothing configured: jobs keep the environment's
+    assert hub.cache_home(cfg, {"HF_HOME": "/x"}) == Path("/x")
+    assert hub.hub_cache(cfg, {"HF_HOME": "/x", "HF_HUB_CACHE": "/y/hub"}) == Path("/y/hub")
+    assert hub.datasets_cache(cfg, {"HF_HOME": "/x"}) == Path("/x/datasets")
+
+
+def test_paper_config_runs_jobs_offline(paper):
+    assert paper["hub"]["offline_jobs"] is True
+    assert hub.job_env(paper, {})["HF_HUB_OFFLINE"] == "1"
+
+
+def test_prefetch_refuses_to_run_offline(tmp_path):
+    code = ("from codegrpo import hub\n"
+            "try:\n    hub.download({'models': [('model.base', 'a/b')]}, 'h', 'h/hub', 'h/datasets')\n"
+            "except hub.HubError as e:\n    print('ERR', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)})
+    assert "ERR prefetch needs the network, but HF_HUB_OFFLINE is set" in proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    from codegrpo.models import build_tiny_model
+
+    out = tmp_path_factory.mktemp("hubmodel") / "tiny"
+    corpus = ["int func0(int var1) { return var1 + 1; }", "for (int i = 0; i < n; i++) sum += a[i];"] * 20
+    build_tiny_model(out, corpus, arch="qwen2", vocab_size=400, seed=0)
+    return out
+
+
+def _online_env(endpoint: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in hub.OFFLINE_VARS and not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=endpoint, PYTHONPATH=str(REPO), HF_HUB_DISABLE_TELEMETRY="1")
+    return env
+
+
+def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_path):
+    home = tmp_path / "hf"
+    cfg = copy.deepcopy(paper)
+    cfg["model"]["base"] = MODEL_ID
+    cfg["dhrcl"]["init"] = "base"
+    cfg["embedding"]["serve"] = False
+    cfg["hub"] = {"cache_dir": str(home), "offline_jobs": True, "models": [], "datasets": [DATASET_ID]}
+    rows_repo = tmp_path / "rows"
+    (rows_repo / "data").mkdir(parents=True)
+    (rows_repo / "data" / "train.jsonl").write_text("".join(json.dumps({"id": i, "code": f"int f{i};"}) + "\n"
+                                                            for i in range(5)))
+    offline = {"HF_HUB_OFFLINE": "1"}
+    # before: the offline check names the keys and the fix
+    problems = preflight.check_offline(cfg, offline)
+    assert len(problems) == 2 and problems[0].startswith(f"model.base = '{MODEL_ID}'")
+    assert problems[1].startswith(f"hub.datasets[0] = '{DATASET_ID}' (dataset)")
+    assert all("snakemake prefetch" in p for p in problems)
+
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps(cfg))
+    code = ("import json, sys\nfrom codegrpo import hub\n"
+            "print('MANIFEST ' + json.dumps(hub.prefetch(json.load(open(sys.argv[1])))))\n")
+    with HubStandIn(models={MODEL_ID: tiny_model_dir}, datasets={DATASET_ID: rows_repo}) as standin:
+        proc = subprocess.run([sys.executable, "-c", code, str(cfg_file)], capture_output=True, text=True,
+                              cwd=REPO, timeout=300, env={**_online_env(standin.url), "HF_HOME": str(home)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        requests = list(standin.requests)
+    manifest = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("MANIFEST "))[9:])
+    (entry,) = manifest["models"]
+    assert entry["id"] == MODEL_ID and entry["revision"] == COMMIT
+    expected = sorted(str(p.relative_to(tiny_model_dir)) for p in tiny_model_dir.rglob("*") if p.is_file())
+    assert entry["files"] == expected
+    assert ("GET", f"/api/models/{MODEL_ID}") in requests or \
+        ("GET", f"/api/models/{MODEL_ID}/revision/main") in requests
+    assert ("GET", f"/{MODEL_ID}/resolve/{COMMIT}/config.json") in requests
+    assert manifest["datasets"] == [{"key": "hub.datasets[0]", "id": DATASET_ID, "splits": {"train": 5},
+                                     "seconds": manifest["datasets"][0]["seconds"]}]
+    assert ("GET", f"/datasets/{DATASET_ID}/resolve/{COMMIT}/data/train.jsonl") in requests
+    snapshot = home / "hub" / ("models--" + MODEL_ID.replace("/", "--")) / "snapshots" / COMMIT
+    assert (snapshot / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
+
+    # after: the preflight's offline check passes with the cache, and a job loads the model by id, offline,
+    # with the hub unreachable (the stand-in is gone)
+    assert preflight.check_offline(cfg, offline) == []
+    job_env = {**_online_env("http://127.0.0.1:9"), **hub.job_env(cfg, {})}
+    imported = tmp_path / "imported"
+    load = ("from codegrpo.models import import_checkpoint\n"
+            f"import_checkpoint({MODEL_ID!r}, {str(imported)!r})\n"
+            "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+            f"tok = AutoTokenizer.from_pretrained({MODEL_ID!r}); m = AutoModelForCausalLM.from_pretrained({MODEL_ID!r})\n"
+            "print('LOADED', type(m).__name__, len(tok('int x;')['input_ids']) > 0)\n")
+    proc = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=job_env)
+    assert "LOADED Qwen2ForCausalLM True" in proc.stdout, proc.stderr[-3000:]
+    # a stage's `import` of a hub id (codegrpo.models.import_checkpoint) also works offline from the cache
+    assert (imported / "model.safetensors").read_bytes() == (tiny_model_dir / "model.safetensors").read_bytes()
+    rows = ("import datasets\n"
+            f"ds = datasets.load_dataset({DATASET_ID!r}, split='train')\n"
+            "print('ROWS', len(ds), ds[4]['code'])\n")
+    proc = subprocess.run([sys.executable, "-c", rows], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=job_env)
+    assert "ROWS 5 int f4;" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_prefetch_failure_names_the_key(paper, tmp_path):
+    cfg = copy.deepcopy(paper)
+    cfg["hub"] = {"cache_dir": str(tmp_path / "hf"), "offline_jobs": True}
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps(cfg))
+    code = ("import json, sys\nfrom codegrpo import hub\n"
+            "try:\n    hub.prefetch(json.load(open(sys.argv[1])))\n"
+            "except hub.HubError as e:\n    print('ERR', e)\n")
+    with HubStandIn(models={}) as standin:  # the hub answers, but has none of the repos
+        proc = subprocess.run([sys.executable, "-c", code, str(cfg_file)], capture_output=True, text=True,
+                              cwd=REPO, timeout=300, env=_online_env(standin.url))
+    assert "ERR model.base = 'LLM4Binary/llm4decompile-6.7b-v2': download failed" in proc.stdout, proc.stderr[-2000:]
