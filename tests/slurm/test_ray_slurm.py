@@ -66,6 +66,11 @@ def test_ray_cluster_over_two_tasks(tmp_path, temp_root):
     cluster = _tagged(text, "CLUSTER")
     assert cluster["nodes"] == 2 and len(set(cluster["node_ids"])) == 2
     assert cluster["CPU"] == 2 and cluster["GPU"] == 0
+    # Ray <= 2.47 has no authentication: its session dirs and Unix sockets are the user's alone (umask 077)
+    private = _tagged(text, "PRIVATE")
+    # (Ray makes its own session dirs 0777; the 0700 root above them is what keeps other users out)
+    assert private["root_mode"] == "0o700" and private["node_dir_modes"] == ["0o777"]
+    assert private["sockets"] > 0 and private["sockets_open_to_others"] == []
     # a driver that joins through the environment (as verl's does) gets a task run on each node
     tasks = _tagged(text, "TASKS")
     assert sorted(t["node_id"] for t in tasks) == cluster["node_ids"]
