@@ -21,3 +21,42 @@ rule prefetch:
         datasets_dir=str(_hub.datasets_cache(config)),
     script:
         "../workflow_scripts/prefetch.py"
+
+
+# `smoke`: a new cluster's GPU stack on one node in minutes (codegrpo/smoke.py): imports, a vLLM engine on a
+# tiny model, the embedding server up and down, 2 GRPO steps with the vLLM rollout, one vLLM evaluation batch.
+# Not part of `all`; the job succeeds whatever the checks find: read results/smoke/report.md.
+rule smoke:
+    input:
+        train=res("data", "rl", "skeleton.train.parquet"),
+        val=res("data", "rl", "skeleton.val.parquet"),
+        decompile=config["evaluate"]["decompile"]["data"],
+    output:
+        report=res("smoke", "report.md"),
+        json=res("smoke", "report.json"),
+    log:
+        logpath("smoke", "smoke.log"),
+    conda:
+        "../envs/train.yaml"
+    threads: 2
+    resources:
+        **stage_resources("smoke"),
+    params:
+        cfg={
+            k: config[k]
+            for k in (
+                "device",
+                "seed",
+                "cluster",
+                "sft",
+                "skeleton_rl",
+                "skin_rl",
+                "compile_reward",
+                "embedding",
+                "smoke",
+            )
+        },
+        out_dir=lambda w, output: os.path.dirname(output.report),
+        logs_dir=logpath("smoke"),
+    script:
+        "../workflow_scripts/smoke.py"
