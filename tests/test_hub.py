@@ -7,11 +7,13 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from codegrpo import hub, preflight
 from codegrpo.config import load_config
@@ -174,3 +176,35 @@ def test_prefetch_failure_names_the_key(paper, tmp_path):
         proc = subprocess.run([sys.executable, "-c", code, str(cfg_file)], capture_output=True, text=True,
                               cwd=REPO, timeout=300, env=_online_env(standin.url))
     assert "ERR model.base = 'LLM4Binary/llm4decompile-6.7b-v2': download failed" in proc.stdout, proc.stderr[-2000:]
+
+
+def _copy_workflow(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    for rel in files:
+        src = REPO / rel
+        if rel.startswith("tests/") or not src.is_file() or src.is_symlink():
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    return dest
+
+
+def test_prefetch_rule_goes_online_while_the_workflow_sets_jobs_offline(tiny_model_dir, tmp_path):
+    """`snakemake prefetch` (the rule and its script) with hub.offline_jobs: the Snakemake process exports the
+    offline switches for every job, and the prefetch rule alone still downloads, into hub.cache_dir."""
+    wd = _copy_workflow(tmp_path / "wf")
+    home = tmp_path / "hf"
+    (wd / "site.yaml").write_text(yaml.safe_dump({"hub": {"cache_dir": str(home), "offline_jobs": True,
+                                                           "models": [MODEL_ID]}}))
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    with HubStandIn(models={MODEL_ID: tiny_model_dir}) as standin:
+        proc = subprocess.run([snakemake, "prefetch", "--cores", "1", "--configfile", "config.yaml", "site.yaml"],
+                              cwd=wd, capture_output=True, text=True, timeout=600,
+                              env={**_online_env(standin.url), "PYTHONPATH": str(REPO)})
+    log = (wd / "logs" / "prefetch" / "prefetch.log")
+    assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text() if log.exists() else "")
+    manifest = json.loads((wd / "results" / "hub" / "prefetch.json").read_text())
+    assert manifest["hf_home"] == str(home) and [m["id"] for m in manifest["models"]] == [MODEL_ID]
+    assert hub.model_cached(MODEL_ID, home / "hub")
+    assert "prefetch: 1 model(s), 0 dataset(s)" in log.read_text()
