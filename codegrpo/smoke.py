@@ -338,7 +338,10 @@ def environment() -> dict:
     """Where the smoke ran: host, Python, SLURM job, GPUs (nvidia-smi), library versions."""
     info: dict[str, Any] = {"host": socket.gethostname(), "python": platform.python_version(),
                             "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-                            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+                            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                            # what the job got from the workflow (hub section): the cache and the offline switches
+                            "hf_home": os.environ.get("HF_HOME"), "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
+                            "hf_datasets_offline": os.environ.get("HF_DATASETS_OFFLINE")}
     try:
         proc = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=30)
