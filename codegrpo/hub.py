@@ -7,7 +7,8 @@ every model and dataset the configuration names by hub id into one cache (``hub.
 inherits: local jobs as child processes, SLURM jobs through ``sbatch --export=ALL``).
 
 * :func:`hub_refs`: (config key, hub id) of every model (``model.base``, ``sft.import.*``, ``<rl stage>.import``,
-  ``dhrcl.init``, ``dhrcl.training.import``, ``embedding.server_model_path`` when served, ``hub.models``) and
+  ``dhrcl.init``, ``dhrcl.training.import``, ``embedding.server_model_path`` when served, the embedding
+  ``local_model_path`` of the reward and of ``evaluate.decompile``, ``hub.models``) and
   dataset (``hub.datasets``, and every ``hub_id`` key of the config, e.g. a data generation source);
 * :func:`prefetch`: ``huggingface_hub.snapshot_download`` for the models, ``datasets.load_dataset`` for the
   datasets (what the jobs call offline later), into the configured cache; returns a manifest;
@@ -97,6 +98,11 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple[str, str]]]:
     emb = cfg.get("embedding") or {}
     if emb.get("serve") and emb.get("server_model_path"):
         models.append(("embedding.server_model_path", emb["server_model_path"]))
+    if emb.get("local_model_path"):  # the in-process backend loads it with local_files_only
+        models.append(("embedding.local_model_path", emb["local_model_path"]))
+    ev_emb = (((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding") or {})
+    if ev_emb.get("local_model_path"):
+        models.append(("evaluate.decompile.embedding.local_model_path", ev_emb["local_model_path"]))
     hub = cfg.get("hub") or {}
     models += [(f"hub.models[{i}]", m) for i, m in enumerate(hub.get("models") or [])]
     datasets = [(f"hub.datasets[{i}]", d) for i, d in enumerate(hub.get("datasets") or [])]

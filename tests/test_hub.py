@@ -48,9 +48,12 @@ def test_refs_imports_extras_and_hub_id_keys(paper, tmp_path):
     cfg["skin_rl"]["import"] = "Qwen/Qwen3-8B"  # already named by dhrcl.init: listed once
     cfg["hub"] = {"models": ["org/extra"], "datasets": ["LLM4Binary/decompile-ghidra-100k"]}
     cfg["data"]["generate_source"] = {"hub_id": "org/rows", "split": "train"}  # any hub_id key, e.g. a data source
+    cfg["evaluate"]["decompile"]["embedding"] = {"backend": "local",
+                                                 "local_model_path": "sentence-transformers/all-MiniLM-L6-v2"}
     refs = hub.hub_refs(cfg)
     assert [k for k, _ in refs["models"]] == ["model.base", "sft.import.skeleton", "skin_rl.import",
-                                              "embedding.server_model_path", "hub.models[0]"]
+                                              "embedding.server_model_path",
+                                              "evaluate.decompile.embedding.local_model_path", "hub.models[0]"]
     assert refs["datasets"] == [("hub.datasets[0]", "LLM4Binary/decompile-ghidra-100k"),
                                 ("data.generate_source.hub_id", "org/rows")]
     assert not hub.is_hub_id("results/runs/x/hf", cfg) and not hub.is_hub_id("tiny") and not hub.is_hub_id("a/b/c")
