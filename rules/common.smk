@@ -35,6 +35,9 @@ def all_targets(wildcards):
     executor = getattr(plugin, "name", None)
     if executor == "slurm":
         _preflight.plan_checks(config, executor=executor)
+    elif plugin is not None and not workflow.dryrun and config["hub"]["offline_jobs"]:
+        # a real run elsewhere with offline jobs: every hub id must be cached (`snakemake prefetch`)
+        _preflight.raise_problems(_preflight.check_offline(config, os.environ))
     return [f for files in STAGE_TARGETS.values() for f in files]
 
 

@@ -211,3 +211,22 @@ def test_prefetch_rule_goes_online_while_the_workflow_sets_jobs_offline(tiny_mod
     assert manifest["hf_home"] == str(home) and [m["id"] for m in manifest["models"]] == [MODEL_ID]
     assert hub.model_cached(MODEL_ID, home / "hub")
     assert "prefetch: 1 model(s), 0 dataset(s)" in log.read_text()
+
+
+def test_a_real_run_with_offline_jobs_stops_on_uncached_models(tmp_path):
+    """Outside SLURM too, a real run (not a dry run) with hub.offline_jobs checks the cache before any job."""
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"hub": {"cache_dir": str(tmp_path / "empty"), "offline_jobs": True},
+                                    "results_dir": str(tmp_path / "res"), "logs_dir": str(tmp_path / "logs")}))
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([snakemake, "--cores", "1", "--configfile", "config.yaml", "config/paper.yaml", str(site)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "PreflightError" in out
+    assert f"model.base = 'LLM4Binary/llm4decompile-6.7b-v2' is neither a local path nor in the Hugging Face " \
+           f"cache ({tmp_path / 'empty' / 'hub'})" in out
+    assert not (tmp_path / "res").exists()  # no job ran
+    dry = subprocess.run([snakemake, "-n", "--configfile", "config.yaml", "config/paper.yaml", str(site)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert dry.returncode == 0, dry.stderr[-2000:]  # planning needs no cache
