@@ -650,7 +650,7 @@ def private_paths(root: Path | str) -> dict:
         elif _stat.S_ISREG(st.st_mode):
             files += 1
             files_open += bool(st.st_mode & 0o077)
-    return {"root_mode": oct(root.stat().st_mode & 0o777),
+    return {"root": str(root), "root_mode": oct(root.stat().st_mode & 0o777),
             "node_dir_modes": sorted({oct(p.stat().st_mode & 0o777) for p in root.iterdir() if p.is_dir()
                                       and p.name.startswith("n")}),
             "sockets": sockets, "sockets_open_to_others": open_to_others, "files": files,

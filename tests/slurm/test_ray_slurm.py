@@ -112,12 +112,13 @@ def test_allocation_inside_a_job_step(tmp_path):
     assert alloc == {"job_id": job, "cpus": 2}
 
 
-def test_ray_node_gets_the_jobs_gpus(tmp_path, temp_root):
-    """A GPU job: the Ray node (its own job step with --gres) announces the allocation's GPUs."""
+def test_ray_node_gets_the_jobs_gpus(tmp_path):
+    """A GPU job: the Ray node (its own job step with --gres --gpu-bind=none) announces the allocation's GPUs.
+    With the defaults: a random free port and a private node-local temp dir /tmp/codegrpo-ray-<job>-<random>."""
     if node_gpus() == 0:
         pytest.skip("the Slurm node has no (fake) GPU gres; start it with SLURM_FAKE_GPUS=1")
     out = tmp_path / "job.out"
-    cmd = (f"{sys.executable} -m codegrpo.cluster --port {_free_port_base()} --temp-root {temp_root} "
+    cmd = (f"{sys.executable} -m codegrpo.cluster --log-dir {tmp_path / 'ray-logs'} "
            f"--object-store-memory 80000000 --timeout 240 --run-tasks")
     job = sbatch(["--ntasks=1", "--cpus-per-task=1", "--gres=gpu:1", "--mem=2000", "-t", "10",
                   "-o", str(out), "--wrap", cmd], cwd=REPO)
@@ -129,5 +130,13 @@ def test_ray_node_gets_the_jobs_gpus(tmp_path, temp_root):
     assert (cluster["nodes"], cluster["GPU"]) == (1, 1)
     (task,) = _tagged(text, "TASKS")
     assert task["node_id"] == cluster["node_ids"][0]
-    assert _tagged(text, "STOPPED") == {"leftover_pids": []}
-    assert leftover_pids(temp_root) == []
+    private = _tagged(text, "PRIVATE")
+    temp_root = Path(private["root"])
+    try:
+        assert 20000 <= int(cluster["address"].rsplit(":", 1)[1]) < 59000  # random, not 6379
+        assert temp_root.parent == Path("/tmp") and temp_root.name.startswith(f"codegrpo-ray-{job}-")
+        assert private["root_mode"] == "0o700" and private["sockets_open_to_others"] == []
+        assert _tagged(text, "STOPPED") == {"leftover_pids": []}
+        assert leftover_pids(temp_root) == []
+    finally:
+        shutil.rmtree(temp_root, ignore_errors=True)
