@@ -140,3 +140,39 @@ def test_ray_node_gets_the_jobs_gpus(tmp_path):
         assert leftover_pids(temp_root) == []
     finally:
         shutil.rmtree(temp_root, ignore_errors=True)
+
+
+_NESTED = r"""
+import json, subprocess, sys
+from codegrpo.cluster import step_srun, unset_prefix
+argv = unset_prefix() + step_srun(nodes=1, ntasks=1, ntasks_per_node=1, cpus_per_task=2, gpus_per_node=GPUS,
+                                  job_name="nested") + ["sh", "-c", "echo VISIBLE=$CUDA_VISIBLE_DEVICES STEP=$SLURM_STEP_ID"]
+proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+print("NESTED " + json.dumps({"argv": argv, "rc": proc.returncode, "out": proc.stdout, "err": proc.stderr[-1500:]}))
+"""
+
+
+def test_nested_step_from_inside_a_job_step(tmp_path):
+    """What the multi-node SFT launch does, on one node: from inside a job step that holds every CPU (as the
+    executor plugin's step does, with --mem-per-cpu in its environment), a second step with --overlap, the
+    node's GPUs (--gres, --gpu-bind=none) and --mem=0 starts at once (no wait for the CPUs, no conflict with the
+    inherited memory setting)."""
+    gpus = 1 if node_gpus() else 0
+    script = tmp_path / "nested.py"
+    script.write_text(_NESTED.replace("GPUS", str(gpus)))
+    out = tmp_path / "job.out"
+    gres = ["--gres=gpu:1"] if gpus else []
+    job = sbatch(["--ntasks=1", "--cpus-per-task=2", "--mem=2000", "-t", "5", *gres, "-o", str(out), "--wrap",
+                  f"srun -n1 --cpus-per-task=2 --mem-per-cpu=500 {sys.executable} {script}"], cwd=REPO)
+    state = wait_job(job, timeout_s=300)
+    text = out.read_text()
+    assert state == "COMPLETED", f"job {job} ended {state}:\n{text[-3000:]}"
+    res = _tagged(text, "NESTED")
+    assert res["rc"] == 0, res
+    i = res["argv"].index("srun")
+    unset = res["argv"][:i]
+    assert unset[0] == "env" and "SLURM_JOB_ID" not in unset and "SLURM_NTASKS" in unset
+    assert any(v.startswith("SLURM_MEM_PER_") for v in unset)  # the enclosing step's memory setting
+    assert "STEP=1" in res["out"], res  # a step of its own, next to the enclosing step 0
+    if gpus:
+        assert "VISIBLE=0" in res["out"], res
