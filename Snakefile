@@ -27,3 +27,22 @@ include: "rules/evaluate.smk"
 include: "rules/tables.smk"
 include: "rules/learning.smk"
 include: "rules/cluster.smk"
+
+
+# Light rules (seconds on one CPU, no GPU) run on the submitting host under the SLURM profile instead of
+# waiting in the queue; the stage target rules have no command and never become jobs.
+localrules:
+    all,
+    data,
+    sft,
+    skeleton_rl,
+    skin_rl,
+    dhrcl,
+    evaluate,
+    tables,
+    tables_build,
+    report_reexec,
+    report_codegen,
+    report_run,
+    learning_report,
+    learning_check,

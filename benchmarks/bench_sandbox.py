@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from codegrpo.execution import Sandbox, SandboxLimits
+from codegrpo.sandbox import Sandbox, SandboxLimits
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -32,7 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from codegrpo.rewards import compute_score_batch, sk2d  # noqa: E402
-from codegrpo.rewards.compile import CompileEngine, gcc_version, render_source  # noqa: E402
+from codegrpo.contracts import gcc_version  # noqa: E402
+from codegrpo.rewards.compile import GCC, CompileEngine, render_source  # noqa: E402
 
 DATA = REPO / "data" / "sk2decompile" / "sk2decompile-rl-examples.jsonl"
 _PH = re.compile(r"\b(func|type|var|field)(\d+)\b")
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
     n = len(sols)
     sources = [render_source(e.get("header", ""), s) for s, e in zip(sols, infos)]
     unique = list(dict.fromkeys(sources))
-    print(f"gcc: {gcc_version()}; cores: {cores}; engine workers: {workers}")
+    print(f"gcc: {gcc_version(GCC)}; cores: {cores}; engine workers: {workers}")
     print(f"batch: {args.prompts} prompts x {args.samples} samples = {n}; unique sources {len(unique)} "
           f"({100 * (1 - len(unique) / n):.0f}% duplicates)")
 

@@ -78,8 +78,9 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def input_files(cfg: dict) -> list[tuple[str, str]]:
-    """The input files a config names, as (key path, file path) pairs: every dataset's ``path`` and the KodCode
-    files (``data/kodcode/paths``)."""
+    """The input files a config names, as (key path, file path) pairs: every dataset's ``path``, the KodCode
+    files (``data/kodcode/paths``) and, when the data stages read generated files, the generation source file
+    and the decontamination sets (``data/generate``)."""
     out: list[tuple[str, str]] = []
     for name, ds in (cfg.get("datasets") or {}).items():
         if isinstance(ds, dict) and isinstance(ds.get("path"), str):
@@ -88,6 +89,21 @@ def input_files(cfg: dict) -> list[tuple[str, str]]:
     for i, p in enumerate(kod):
         if isinstance(p, str):
             out.append((f"data/kodcode/paths/{i}", p))
+    data = cfg.get("data") or {}
+    kc = data.get("kodcode") or {}
+    if isinstance((kc.get("source") or {}).get("path"), str):
+        out.append(("data/kodcode/source/path", kc["source"]["path"]))
+    for i, ent in enumerate(kc.get("decontaminate") or []):
+        if isinstance(ent, dict) and isinstance(ent.get("path"), str):
+            out.append((f"data/kodcode/decontaminate/{i}/path", ent["path"]))
+    if data.get("sk2d_inputs") == "generated":
+        gen = data.get("generate") or {}
+        src = (gen.get("source") or {}).get("path")
+        if isinstance(src, str):
+            out.append(("data/generate/source/path", src))
+        for i, ent in enumerate(gen.get("decontaminate") or []):
+            if isinstance(ent, dict) and isinstance(ent.get("path"), str):
+                out.append((f"data/generate/decontaminate/{i}/path", ent["path"]))
     return out
 
 

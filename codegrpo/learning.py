@@ -53,7 +53,8 @@ class LearningCheckError(RuntimeError):
 # ---------------------------------------------------------------------------------------------------------
 def toy_rows(n: int, seed: int, split: str) -> list[dict]:
     """verl RL rows of the toy task: short prompts mixing words and digits; ground truth = the target set."""
-    from codegrpo.rewards.toy import DATA_SOURCE, DEFAULT_TARGET
+    from codegrpo.contracts import TOY_TARGET_CHARS
+    from codegrpo.rewards.toy import DEFAULT_TARGET
 
     rng = random.Random(f"{seed}:{split}")
     rows = []
@@ -61,7 +62,7 @@ def toy_rows(n: int, seed: int, split: str) -> list[dict]:
         words = [rng.choice(_WORDS) for _ in range(rng.randint(3, 6))]
         nums = [str(rng.randint(0, 9999)) for _ in range(rng.randint(1, 3))]
         text = " ".join(words[:2] + nums + words[2:])
-        rows.append({"data_source": DATA_SOURCE, "prompt": [{"role": "user", "content": text}],
+        rows.append({"data_source": TOY_TARGET_CHARS, "prompt": [{"role": "user", "content": text}],
                      "ability": "toy", "reward_model": {"style": "rule", "ground_truth": DEFAULT_TARGET},
                      "extra_info": {"index": i, "split": split}})
     return rows

@@ -151,30 +151,47 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
     return {"panels": {p: keys[p] for p in panels}, "transitions": transitions, "steps": len(rows)}
 
 
+REEXEC_PANELS = (("humaneval_decompile", "humaneval", "HumanEval-Decompile"), ("mbpp_decompile", "mbpp", "MBPP-Decompile"))
+
+
 def plot_reexec(results: Iterable[dict], out_path: str | os.PathLike, published: dict | None = None) -> int:
-    """Grouped bars: re-executability per level for each evaluated system (+ published SK²Decompile)."""
+    """Grouped bars: re-executability per level for each evaluated system (+ published SK²Decompile), one panel
+    per decompilation benchmark that has results (HumanEval-Decompile, MBPP-Decompile)."""
     levels = ("O0", "O1", "O2", "O3")
-    series = []
-    for res in results:
-        if res.get("kind") == "decompile":
-            series.append((res.get("label") or res["system"], [res["reexec"].get(lv, 0.0) for lv in levels]))
-    for pub in (published or {}).get("reexec", []):
-        he = pub.get("humaneval", {})
-        if all(lv in he for lv in levels):
-            series.append((f"{pub['method']} (published)", [he[lv] for lv in levels]))
-    fig, ax = plt.subplots(figsize=(8, 3.5 + 0.25 * ((len(series) + 2) // 3)))
-    width = 0.8 / max(1, len(series))
-    for i, (label, vals) in enumerate(series):
-        ax.bar([j + i * width for j in range(len(levels))], vals, width, label=label)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(levels))], levels)
-    ax.set_ylabel("re-executability (%)")
-    ax.set_ylim(0, 105)
-    ax.set_title("HumanEval-Decompile re-executability by optimisation level", fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
-    ax.grid(axis="y", alpha=0.3)
+    results = [r for r in results if r.get("kind") == "decompile"]
+    panels = []
+    for bench, key, title in REEXEC_PANELS:
+        series = []
+        for res in results:
+            if res.get("benchmark", "humaneval_decompile") == bench:
+                label = f"{res.get('label') or res['system']} [{res.get('protocol') or 'llm4decompile'}]"
+                series.append((label, [res["reexec"].get(lv, 0.0) for lv in levels]))
+        if not series:
+            continue
+        for pub in (published or {}).get("reexec", []):
+            vals = pub.get(key, {})
+            if all(lv in vals for lv in levels):
+                series.append((f"{pub['method']} (published)", [vals[lv] for lv in levels]))
+        panels.append((title, series))
+    if not panels:
+        panels.append(("HumanEval-Decompile", []))
+    tallest = max(len(series) for _, series in panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, (3.5 + 0.25 * ((tallest + 2) // 3)) * len(panels)),
+                             squeeze=False)
+    for ax, (title, series) in zip(axes[:, 0], panels):
+        width = 0.8 / max(1, len(series))
+        for i, (label, vals) in enumerate(series):
+            ax.bar([j + i * width for j in range(len(levels))], vals, width, label=label)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(levels))], levels)
+        ax.set_ylabel("re-executability (%)")
+        ax.set_ylim(0, 105)
+        ax.set_title(f"{title} re-executability by optimisation level", fontsize=10)
+        if series:
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
+        ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     _save(fig, out_path)
-    return len(series)
+    return sum(len(series) for _, series in panels)
 
 
 def plot_codegen(results: Iterable[dict], out_path: str | os.PathLike) -> int:

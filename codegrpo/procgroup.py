@@ -8,7 +8,12 @@ timeout or stop the whole group is killed.
 
 - :func:`popen_group` starts one (a :class:`subprocess.Popen` that leads its own group);
 - :func:`run_group` runs one to completion with a time limit and collects its output;
-- :func:`kill_group` / :func:`stop_group` end one (SIGKILL, or SIGTERM, a grace period, then SIGKILL).
+- :func:`kill_group` / :func:`stop_group` end one (SIGKILL, or SIGTERM, a grace period, then SIGKILL);
+- :func:`become_group_leader` is the same "new session" for a child forked by hand (``os.fork``) that must
+  set limits or drop privileges before it runs the program, as the sandbox supervisor's jobs do; such a
+  group is ended with ``kill_group(pid)``.
+
+Standard library only: the sandbox supervisor loads this file by path inside the sandbox.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-__all__ = ["GroupResult", "popen_group", "run_group", "kill_group", "stop_group"]
+__all__ = ["GroupResult", "popen_group", "run_group", "kill_group", "stop_group", "become_group_leader"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,18 @@ def popen_group(argv: Sequence[str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen([str(a) for a in argv], start_new_session=True, **kwargs)
 
 
-def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> bool:
-    """Send ``sig`` to ``proc``'s whole process group; False when the group no longer exists."""
+def become_group_leader() -> None:
+    """In a child made by ``os.fork()``: start a new session, so that :func:`kill_group` on its pid reaches
+    everything it starts (what ``popen_group`` does for a :class:`subprocess.Popen`)."""
+    os.setsid()
+
+
+def kill_group(proc: subprocess.Popen | int, sig: int = signal.SIGKILL) -> bool:
+    """Send ``sig`` to the whole process group led by ``proc`` (a Popen or a pid); False when it no longer exists
+    (or, after a privilege drop, may not be signalled)."""
+    pgid = proc if isinstance(proc, int) else proc.pid
     try:
-        os.killpg(proc.pid, sig)
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         return False
     return True

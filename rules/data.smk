@@ -1,17 +1,28 @@
-# Stage: data. Raw JSONL -> validated, normalised, header-checked records per dataset -> verl parquet files
+# Stage: data. Optional generation of the SK2Decompile training files from (pseudo-code, source) pairs, then
+# raw JSONL -> validated, normalised, header-checked records per dataset -> verl parquet files
 # (RL and SFT, per SK2Decompile stage) and the KodCode slices for DHRCL. Target rule: `data`.
 # Library code: codegrpo/data/ (docs/data.md).
 import os
 import re
 
 from codegrpo.config import check_input_files
+from codegrpo.data.generate import OUTPUTS as GEN_OUTPUTS, generated_datasets
+from codegrpo.data.kodcode import input_files as kodcode_input_files
 
 # Fail at parse time, naming the key path, when a configured input file is missing.
 check_input_files(config, source="config", base_dir=os.getcwd())
 
-DATASETS = config["datasets"]
 DATA_CFG = config["data"]
-DATASET_RE = "|".join(re.escape(name) for name in DATASETS)
+GEN = DATA_CFG["generate"]
+GEN_DIR = res("data", "generated")
+# data.sk2d_inputs: the configured datasets (default: the shipped examples) or the generated files feed the
+# parquet files. The configured datasets stay buildable targets either way (results/data/<name>/...).
+if DATA_CFG["sk2d_inputs"] == "generated":
+    DATASETS = generated_datasets(GEN_DIR)
+    ALL_DATASETS = {**config["datasets"], **DATASETS}
+else:
+    DATASETS = ALL_DATASETS = config["datasets"]
+DATASET_RE = "|".join(re.escape(name) for name in ALL_DATASETS)
 
 
 # (stage, role) -> names of the configured datasets that feed that parquet pair.
@@ -28,7 +39,7 @@ DATA_SOURCES = {
 
 rule data_ingest:
     input:
-        lambda wc: DATASETS[wc.dataset]["path"],
+        lambda wc: ALL_DATASETS[wc.dataset]["path"],
     output:
         records=res("data", "{dataset}", "ingested.jsonl"),
         rejects=res("data", "{dataset}", "rejects.jsonl"),
@@ -44,7 +55,7 @@ rule data_ingest:
         **stage_resources("data"),
     params:
         name=lambda wc: wc.dataset,
-        dataset=lambda wc: DATASETS[wc.dataset],
+        dataset=lambda wc: ALL_DATASETS[wc.dataset],
         on_bad_record=config["on_bad_record"],
         max_line_bytes=DATA_CFG["max_line_bytes"],
         aliases=DATA_CFG["data_source_aliases"],
@@ -69,7 +80,7 @@ rule data_normalize:
     resources:
         **stage_resources("data"),
     params:
-        enabled=lambda wc: DATASETS[wc.dataset]["normalize"],
+        enabled=lambda wc: ALL_DATASETS[wc.dataset]["normalize"],
         settings=DATA_CFG["normalize"],
     script:
         "../workflow_scripts/data_normalize.py"
@@ -94,7 +105,7 @@ rule data_headers:
     resources:
         **stage_resources("data"),
     params:
-        enabled=lambda wc: DATASETS[wc.dataset]["check_headers"],
+        enabled=lambda wc: ALL_DATASETS[wc.dataset]["check_headers"],
         settings=DATA_CFG["headers"],
     script:
         "../workflow_scripts/data_headers.py"
@@ -127,9 +138,40 @@ rule data_parquet:
         "../workflow_scripts/data_parquet.py"
 
 
+rule data_generate:
+    input:
+        source=[GEN["source"]["path"]] if GEN["source"]["path"] else [],
+        eval_sets=[ent["path"] for ent in GEN["decontaminate"]],
+    output:
+        **{name: os.path.join(GEN_DIR, f"{name}.jsonl") for name in GEN_OUTPUTS},
+        summary=os.path.join(GEN_DIR, "summary.json"),
+        steps=report(
+            os.path.join(GEN_DIR, "steps.html"),
+            caption="../report/data_generate.rst",
+            category="Data",
+        ),
+    log:
+        logpath("data_generate", "generate.log"),
+    conda:
+        "../envs/data.yaml"
+    threads: 4
+    resources:
+        **stage_resources("data"),
+    params:
+        generate=GEN,
+        normalize=DATA_CFG["normalize"],
+        headers=DATA_CFG["headers"],
+        seed=DATA_CFG["split_seed"],
+    script:
+        "../workflow_scripts/data_generate.py"
+
+
+KOD = DATA_CFG["kodcode"]
+
+
 rule data_kodcode:
     input:
-        DATA_CFG["kodcode"]["paths"],
+        kodcode_input_files(KOD),
     output:
         train=res("data", "kodcode", "train.parquet"),
         val=res("data", "kodcode", "val.parquet"),
@@ -140,10 +182,12 @@ rule data_kodcode:
         logpath("data_kodcode", "kodcode.log"),
     conda:
         "../envs/data.yaml"
-    threads: 1
+    threads: 2
     resources:
         **stage_resources("data"),
     params:
+        kodcode=KOD,
+        sandbox=config["sandbox"],
         val_fraction=DATA_CFG["kodcode"]["val_fraction"],
         heldout_fraction=DATA_CFG["kodcode"]["heldout_fraction"],
         seed=DATA_CFG["split_seed"],

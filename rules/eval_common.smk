@@ -1,24 +1,51 @@
 # Config values and helper functions of the evaluate and tables stages (no rules here).
-# Included by rules/evaluate.smk (which the Snakefile includes before rules/tables.smk).
+# Included by rules/evaluate.smk (which the Snakefile includes after rules/dhrcl.smk, before rules/tables.smk).
 import re
+
+from codegrpo.eval.decompile import metric_embedding_config as _metric_embedding_config
 
 EVAL = config["evaluate"]
 EVAL_DEC = EVAL["decompile"]
 EVAL_GEN = EVAL["codegen"]
 EVAL_SYSTEMS = {s["name"]: s for s in EVAL_DEC["systems"]}
-# DHRCL runs: the configured list, or every run of the dhrcl section.
-EVAL_GEN_RUNS = (
-    EVAL_GEN["runs"]
-    if EVAL_GEN["runs"] is not None
-    else [f"dhrcl-{r}" for r in config.get("dhrcl", {}).get("runs", [])]
-)
+# DHRCL runs: the configured list, or every run of the dhrcl section at every seed (dhrcl_runs, rules/dhrcl.smk).
+EVAL_GEN_RUNS = EVAL_GEN["runs"] if EVAL_GEN["runs"] is not None else dhrcl_runs()
 # Sandbox limits of evaluation jobs: the project's sandbox section with the evaluate overrides.
 EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
+# SK2Decompile benchmarks: result name -> evaluation set (path or URL), re-executability protocol, rows that
+# need no model. One result per system and benchmark: results/eval/<system>/<benchmark>.json.
+DEC_BENCHMARKS = {
+    "humaneval_decompile": {k: EVAL_DEC[k] for k in ("data", "protocol", "baselines")},
+}
+if EVAL_DEC["mbpp"]["enabled"]:
+    DEC_BENCHMARKS["mbpp_decompile"] = {
+        k: EVAL_DEC["mbpp"][k] for k in ("data", "protocol", "baselines")
+    }
+DEC_BASELINES = sorted(
+    {b for bench in DEC_BENCHMARKS.values() for b in bench["baselines"]}
+)
+# evaluation sets given as URLs are downloaded once into this folder by the job that needs them
+EVAL_CACHE = res("cache", "eval")
+# Embedding of the identifier metric: the configured `embedding` section (the reward's model) with the
+# evaluate.decompile.embedding overrides. A served model on a GPU node (vLLM's server) needs the GPU and the
+# training environment; otherwise scoring needs neither.
+EVAL_EMBEDDING = _metric_embedding_config(config)
+EVAL_EMBEDDING_ON_GPU = bool(
+    EVAL_EMBEDDING.get("serve")
+    and EVAL_EMBEDDING.get("server_command")
+    and config["device"] != "cpu"
+)
 
 
 def eval_alternatives(names):
     """A wildcard regex matching exactly the given names (nothing when the list is empty)."""
     return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def dec_data_input(wildcards):
+    """A decompilation benchmark's evaluation set as job input ({} for a URL: the job downloads it)."""
+    src = DEC_BENCHMARKS[wildcards.benchmark]["data"]
+    return {} if src.startswith(("http://", "https://")) else {"data": src}
 
 
 def run_model_dir(run):
@@ -35,24 +62,56 @@ def eval_cpu_resources():
     }
 
 
+def identifier_resources():
+    """Resources of a job that scores identifiers: the GPU only when it serves the embedding model there."""
+    return (
+        stage_resources("evaluate") if EVAL_EMBEDDING_ON_GPU else eval_cpu_resources()
+    )
+
+
 def eval_targets():
     files = [
-        res("eval", name, "humaneval_decompile.json")
-        for name in EVAL_DEC["baselines"] + list(EVAL_SYSTEMS)
+        res("eval", name, f"{bench}.json")
+        for bench, spec in DEC_BENCHMARKS.items()
+        for name in spec["baselines"] + list(EVAL_SYSTEMS)
     ]
     if EVAL_DEC["bringupbench"]["enabled"]:
         files.append(res("eval", "bringupbench", "identifier.json"))
-    runs = EVAL_GEN_RUNS + (["reference"] if EVAL_GEN["reference"] else [])
     files += [
-        res("eval", run, f"{b}.json") for run in runs for b in EVAL_GEN["benchmarks"]
+        res("eval", run, f"{b}.json")
+        for run in EVAL_GEN_RUNS
+        for b in EVAL_GEN["benchmarks"]
     ]
+    if EVAL_GEN["reference"]:
+        files += [res("eval", "reference", f"{b}.json") for b in reference_benchmarks()]
     return files
 
 
+# The paper's BigCodeBench tasks import many libraries: they are scored in envs/bigcodebench.yaml.
+BCB_BENCHMARKS = [b for b in EVAL_GEN["benchmarks"] if b.startswith("bigcodebench_")]
+OTHER_BENCHMARKS = [b for b in EVAL_GEN["benchmarks"] if b not in BCB_BENCHMARKS]
+
+
+def reference_benchmarks():
+    """Benchmarks with a reference-solution sanity row (LiveCodeBench only with configured solutions)."""
+    return [
+        b
+        for b in EVAL_GEN["benchmarks"]
+        if b != "livecodebench" or EVAL_GEN["livecodebench"]["solutions"]
+    ]
+
+
 def codegen_data(wildcards):
+    """Local data files of a benchmark (rerun when they change); URLs and hub ids are fetched by the job."""
     if wildcards.benchmark == "kodcode_heldout":
         return {"data": res("data", "kodcode", "heldout.parquet")}
-    return {}
+    section = EVAL_GEN.get(wildcards.benchmark) or {}
+    out = {}
+    for key in ("source", "solutions"):
+        path = section.get(key)
+        if path and os.path.exists(path):
+            out[f"suite_{key}"] = path
+    return out
 
 
 TABLES = config["tables"]
@@ -73,7 +132,11 @@ def report_runs():
 
 
 def eval_decompile_files():
-    return [f for f in EVAL_TARGETS if f.endswith("humaneval_decompile.json")]
+    return [
+        f
+        for f in EVAL_TARGETS
+        if os.path.basename(f)[: -len(".json")] in DEC_BENCHMARKS
+    ]
 
 
 def eval_codegen_files():

@@ -1,6 +1,6 @@
-# Stage: evaluate. SK2Decompile re-executability on HumanEval-Decompile (gold / Ghidra rows and the configured
-# two-phase model systems), identifier quality (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on
-# the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
+# Stage: evaluate. SK2Decompile re-executability on HumanEval-Decompile and MBPP-Decompile (gold / decompiler
+# rows and the configured two-phase model systems), identifier quality with the configured embedding model
+# (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
 # Target rule: `evaluate`. Library code: codegrpo/eval/ (docs/evaluation.md).
 
 
@@ -9,13 +9,14 @@ include: "eval_common.smk"
 
 rule eval_decompile_baseline:
     input:
-        data=EVAL_DEC["data"],
+        unpack(dec_data_input),
     output:
-        res("eval", "{baseline}", "humaneval_decompile.json"),
+        res("eval", "{baseline}", "{benchmark}.json"),
     log:
-        logpath("eval_decompile_baseline", "{baseline}.log"),
+        logpath("eval_decompile_baseline", "{baseline}.{benchmark}.log"),
     wildcard_constraints:
-        baseline=eval_alternatives(EVAL_DEC["baselines"]),
+        baseline=eval_alternatives(DEC_BASELINES),
+        benchmark=eval_alternatives(list(DEC_BENCHMARKS)),
     conda:
         "../envs/data.yaml"
     threads: EVAL["workers"]
@@ -24,6 +25,9 @@ rule eval_decompile_baseline:
     params:
         levels=EVAL_DEC["levels"],
         tasks_per_level=EVAL_DEC["baseline_tasks_per_level"],
+        data=lambda wc: DEC_BENCHMARKS[wc.benchmark]["data"],
+        protocol=lambda wc: DEC_BENCHMARKS[wc.benchmark]["protocol"],
+        cache=EVAL_CACHE,
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
     script:
@@ -34,7 +38,7 @@ rule eval_decompile_system:
     input:
         unpack(
             lambda wc: {
-                "data": EVAL_DEC["data"],
+                **dec_data_input(wc),
                 "skeleton": run_model_dir(EVAL_SYSTEMS[wc.system]["skeleton"]),
                 **(
                     {"skin": run_model_dir(EVAL_SYSTEMS[wc.system]["skin"])}
@@ -44,11 +48,15 @@ rule eval_decompile_system:
             }
         ),
     output:
-        res("eval", "{system}", "humaneval_decompile.json"),
+        res("eval", "{system}", "{benchmark}.json"),
     log:
-        logpath("eval_decompile_system", "{system}.log"),
+        logpath("eval_decompile_system", "{system}.{benchmark}.log"),
+        embedding=logpath(
+            "eval_decompile_system", "{system}.{benchmark}.embedding_server.log"
+        ),
     wildcard_constraints:
         system=eval_alternatives(list(EVAL_SYSTEMS)),
+        benchmark=eval_alternatives(list(DEC_BENCHMARKS)),
     conda:
         "../envs/train.yaml"
     threads: EVAL["workers"]
@@ -56,12 +64,15 @@ rule eval_decompile_system:
         **stage_resources("evaluate"),
     params:
         system=lambda wc: EVAL_SYSTEMS[wc.system],
+        data=lambda wc: DEC_BENCHMARKS[wc.benchmark]["data"],
+        protocol=lambda wc: DEC_BENCHMARKS[wc.benchmark]["protocol"],
+        cache=EVAL_CACHE,
         levels=EVAL_DEC["levels"],
         tasks_per_level=EVAL_DEC["tasks_per_level"],
         max_new_tokens=EVAL_DEC["max_new_tokens"],
         style=EVAL_DEC["clang_format_style"],
         identifier=EVAL_DEC["identifier"],
-        embedding=EVAL_DEC["embedding"],
+        embedding=EVAL_EMBEDDING,
         backend=EVAL["backend"],
         use_chat_template=EVAL["use_chat_template"],
         batch_size=EVAL["batch_size"],
@@ -81,14 +92,15 @@ rule eval_bringupbench:
         res("eval", "bringupbench", "identifier.json"),
     log:
         logpath("eval_bringupbench", "identifier.log"),
+        embedding=logpath("eval_bringupbench", "embedding_server.log"),
     conda:
-        "../envs/data.yaml"
+        "../envs/train.yaml" if EVAL_EMBEDDING_ON_GPU else "../envs/data.yaml"
     threads: 1
     resources:
-        **eval_cpu_resources(),
+        **identifier_resources(),
     params:
         limit=EVAL_DEC["bringupbench"]["limit"],
-        embedding=EVAL_DEC["embedding"],
+        embedding=EVAL_EMBEDDING,
     script:
         "../workflow_scripts/eval_bringupbench.py"
 
@@ -101,7 +113,7 @@ rule eval_codegen_reference:
     log:
         logpath("eval_codegen_reference", "{benchmark}.log"),
     wildcard_constraints:
-        benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
+        benchmark=eval_alternatives(OTHER_BENCHMARKS),
     conda:
         "../envs/data.yaml"
     threads: EVAL["workers"]
@@ -111,6 +123,31 @@ rule eval_codegen_reference:
         limit=EVAL_GEN["limit"],
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
+        suites=EVAL_GEN,
+    script:
+        "../workflow_scripts/eval_codegen_reference.py"
+
+
+# BigCodeBench's canonical solutions, run with its libraries (envs/bigcodebench.yaml).
+rule eval_codegen_reference_bcb:
+    input:
+        unpack(codegen_data),
+    output:
+        res("eval", "reference", "{benchmark}.json"),
+    log:
+        logpath("eval_codegen_reference_bcb", "{benchmark}.log"),
+    wildcard_constraints:
+        benchmark=eval_alternatives(BCB_BENCHMARKS),
+    conda:
+        "../envs/bigcodebench.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **eval_cpu_resources(),
+    params:
+        limit=EVAL_GEN["limit"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL_SANDBOX,
+        suites=EVAL_GEN,
     script:
         "../workflow_scripts/eval_codegen_reference.py"
 
@@ -124,7 +161,7 @@ rule eval_codegen:
         logpath("eval_codegen", "{run}.{benchmark}.log"),
     wildcard_constraints:
         run=eval_alternatives(EVAL_GEN_RUNS),
-        benchmark=eval_alternatives(EVAL_GEN["benchmarks"]),
+        benchmark=eval_alternatives(OTHER_BENCHMARKS),
     conda:
         "../envs/train.yaml"
     threads: EVAL["workers"]
@@ -145,8 +182,79 @@ rule eval_codegen:
         timeout_s=EVAL["timeout_s"],
         sandbox=EVAL_SANDBOX,
         seed=config["seed"],
+        suites=EVAL_GEN,
     script:
         "../workflow_scripts/eval_codegen.py"
+
+
+# BigCodeBench: the model samples in the training environment (GPU) ...
+rule eval_codegen_samples:
+    input:
+        unpack(lambda wc: {"model": run_model_dir(wc.run), **codegen_data(wc)}),
+    output:
+        temp(res("eval", "{run}", "{benchmark}.samples.json")),
+    log:
+        logpath("eval_codegen_samples", "{run}.{benchmark}.log"),
+    wildcard_constraints:
+        run=eval_alternatives(EVAL_GEN_RUNS),
+        benchmark=eval_alternatives(BCB_BENCHMARKS),
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        **stage_resources("evaluate"),
+    params:
+        limit=EVAL_GEN["limit"],
+        n_samples=EVAL_GEN["n_samples"],
+        temperature=EVAL_GEN["temperature"],
+        top_p=EVAL_GEN["top_p"],
+        max_new_tokens=EVAL_GEN["max_new_tokens"],
+        backend=EVAL["backend"],
+        use_chat_template=EVAL["use_chat_template"],
+        batch_size=EVAL["batch_size"],
+        max_prompt_tokens=EVAL["max_prompt_tokens"],
+        vllm=EVAL["vllm"],
+        seed=config["seed"],
+        suites=EVAL_GEN,
+    script:
+        "../workflow_scripts/eval_codegen_samples.py"
+
+
+# ... and its samples are scored with the benchmark's libraries (envs/bigcodebench.yaml), without a GPU.
+rule eval_codegen_bcb:
+    input:
+        unpack(
+            lambda wc: {
+                "model": run_model_dir(wc.run),
+                "samples": res("eval", wc.run, f"{wc.benchmark}.samples.json"),
+                **codegen_data(wc),
+            }
+        ),
+    output:
+        res("eval", "{run}", "{benchmark}.json"),
+    log:
+        logpath("eval_codegen_bcb", "{run}.{benchmark}.log"),
+    wildcard_constraints:
+        run=eval_alternatives(EVAL_GEN_RUNS),
+        benchmark=eval_alternatives(BCB_BENCHMARKS),
+    conda:
+        "../envs/bigcodebench.yaml"
+    threads: EVAL["workers"]
+    resources:
+        **eval_cpu_resources(),
+    params:
+        limit=EVAL_GEN["limit"],
+        n_samples=EVAL_GEN["n_samples"],
+        ks=EVAL_GEN["ks"],
+        temperature=EVAL_GEN["temperature"],
+        top_p=EVAL_GEN["top_p"],
+        max_new_tokens=EVAL_GEN["max_new_tokens"],
+        timeout_s=EVAL["timeout_s"],
+        sandbox=EVAL_SANDBOX,
+        seed=config["seed"],
+        suites=EVAL_GEN,
+    script:
+        "../workflow_scripts/eval_codegen_bcb.py"
 
 
 EVAL_TARGETS = register_targets("evaluate", eval_targets())

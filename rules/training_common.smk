@@ -1,5 +1,6 @@
-# Helpers of the training stages (sft, skeleton_rl, skin_rl): config slices, model paths, run outputs.
-# Included by rules/sft.smk (which the Snakefile includes before rl.smk).
+# Helpers of the training stages (sft, skeleton_rl, skin_rl, dhrcl): config slices, model paths, run outputs.
+# Included by rules/sft.smk (which the Snakefile includes before rl.smk and dhrcl.smk).
+from codegrpo.verl.dhrcl import run_name as dhrcl_run
 
 
 def training_cfg(*sections):
@@ -98,3 +99,14 @@ def rl_params(stage):
         "init_model": run_hf(init_run),
         "run_dir": lambda w, output: os.path.dirname(output.done),
     }
+
+
+def dhrcl_runs(seeds=None):
+    """DHRCL run names (dhrcl-<variant>-seed<seed>) of every configured variant at the given seeds (default:
+    every seed of dhrcl.seeds)."""
+    dh = config["dhrcl"]
+    return [
+        dhrcl_run(v, s)
+        for v in dh["runs"]
+        for s in (dh["seeds"] if seeds is None else seeds)
+    ]

@@ -290,7 +290,8 @@ def test_training_topology_sizes_the_allocation(tmp_path):
     paper = _paper()
     got = _resources(_dry_run("skeleton_rl_train", "--profile", "slurm"), "skeleton_rl_train")
     want = paper["skeleton_rl"]
-    assert int(got["nodes"]) == want["nnodes"] == 2
+    assert want["nnodes"] > 1, "config/paper.yaml: this check needs a multi-node skeleton_rl"
+    assert int(got["nodes"]) == want["nnodes"]
     assert got["gres"] == f"gpu:{want['n_gpus_per_node']}"  # per node, since nodes > 1
 
     override = tmp_path / "bad.yaml"

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from codegrpo.rewards.compile import CompileEngine, compile_reference, gcc_major, gcc_version, render_source
+from codegrpo.contracts import gcc_version
+from codegrpo.rewards.compile import CompileEngine, compile_reference, gcc_major, render_source
 
 needs_gcc12 = pytest.mark.skipif(
     gcc_major() != 12, reason=f"outcomes pinned with gcc 12.2; found {gcc_version() or 'no gcc'}"

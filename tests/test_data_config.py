@@ -50,6 +50,16 @@ def test_defaults_filled(repo_root):
         (lambda c: c["data"]["normalize"].update(timeout=1), "data/normalize", "'timeout' was unexpected"),
         (lambda c: c["data"]["kodcode"].update(paths=[]), "data/kodcode/paths", "should be non-empty"),
         (lambda c: c.update(on_bad_record="skip"), "on_bad_record", "'skip' is not one of"),
+        (lambda c: c["data"].update(sk2d_inputs="both"), "data/sk2d_inputs", "'both' is not one of"),
+        (lambda c: c["data"].update(generate={"dedup": "source"}), "data/generate/dedup", "'source' is not one of"),
+        (lambda c: c["data"].update(sk2d_inputs="generated", generate={"source": {"path": "nope.parquet"}}),
+         "data/generate/source/path", "file not found"),
+        (lambda c: c["data"]["kodcode"].update(source={"path": "nope.parquet"}), "data/kodcode/source/path",
+         "file not found"),
+        (lambda c: c["data"]["kodcode"].update(gpt_difficulty=["trivial"]), "data/kodcode/gpt_difficulty/0",
+         "'trivial' is not one of"),
+        (lambda c: c.update(datasets={"generated": c["datasets"]["sk2d_rl_examples"]}), "datasets",
+         "'generated' does not match"),
     ],
 )
 def test_bad_config_readable(repo_root, tmp_path, mutate, where, words):

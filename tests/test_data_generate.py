@@ -16,7 +16,9 @@ import pytest
 from codegrpo.data.generate import OUTPUTS, body_key, eval_keys, generate, load_rows, write_outputs
 from codegrpo.data.headers import PsycheC, gcc_syntax_check
 from codegrpo.data.ingest import unwrap_prompt
-from codegrpo.data.obfuscate import agreement, ir_kept_names, measure_norm2code, obfuscate
+from codegrpo.data.obfuscate import (
+    agreement, deobfuscate, ir_kept_names, measure_norm2code, obfuscate, roundtrip,
+)
 from codegrpo.rewards.sk2d import extract_identifiers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +54,7 @@ def test_obfuscate_agreement_with_reference_ir():
     Not a pure renaming (the reference IR came from preprocessed, sometimes different source), so few match
     exactly; the placeholder conventions do (one pair matches token for token)."""
     m = measure_norm2code(N2C)
-    assert m == {"pairs": 20, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.6699,
+    assert m == {"pairs": 20, "roundtrip": 20, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.6699,
                  "mean_placeholder_ratio": 0.5756}
     # a pure renaming of a reference IR's own source is recovered exactly
     ref = "int func1(type1 *var1, int var2) {\n  return var1->field1 + printf(\"%d\", var2);\n}"
@@ -60,6 +62,38 @@ def test_obfuscate_agreement_with_reference_ir():
              .replace("field1", "count")
     ir, _ = obfuscate(src, ir_kept_names(ref))
     assert agreement(ir, ref)["exact"] and ir == ref
+
+
+def _reference_irs() -> list[str]:
+    """Every IR shipped with the reference: norm2code inputs, pseudo2norm targets, RL ground truths (140)."""
+    irs = [unwrap_prompt("normalized", json.loads(ln)["input"]) for ln in N2C.read_text().splitlines()]
+    irs += [json.loads(ln)["output"] for ln in (ROOT / "data/sk2decompile/pseudo2norm-examples.jsonl")
+            .read_text().splitlines()]
+    irs += [json.loads(ln)["reward_model"]["ground_truth"] for ln in (ROOT / "data/sk2decompile/"
+            "sk2decompile-rl-examples.jsonl").read_text().splitlines()]
+    return irs
+
+
+def test_placeholder_conventions_match_reference_irs():
+    """Kinds, numbering by first appearance per kind, the shared func/var namespace and the kept names: renaming
+    each shipped reference IR's placeholders back to ordinary names and obfuscating again gives it back."""
+    irs = _reference_irs()
+    assert len(irs) == 140
+    failed = [ir for ir in irs if not roundtrip(ir)]
+    assert failed == [], failed[0][:500]
+    # the check can fail: a numbering in another order, or a kind the obfuscator assigns differently
+    ir = "int func1(int var1) {\n  return func2(var1);\n}"
+    assert deobfuscate(ir) == "int qf1_(int qv1_) {\n  return qf2_(qv1_);\n}"
+    assert not roundtrip(ir.replace("func2(var1)", "func3(var1)"))
+    assert not roundtrip("int func1(int var2) {\n  return var2;\n}")
+    assert not roundtrip("int func1(type1 var1) {\n  return var1.var2;\n}")  # a member is a field
+
+
+def test_measure_cli(capsys):
+    from codegrpo.data.obfuscate import main
+
+    assert main([str(N2C)]) == 0
+    assert json.loads(capsys.readouterr().out)["mean_token_ratio"] == 0.6699
 
 
 def _write_sample(path: Path, n: int = 16) -> list[dict]:
@@ -100,7 +134,10 @@ def test_generate_four_outputs(generated):
     steps = summary["steps"]
     assert summary["rows"] == 17 and steps["read"]["dropped"] == 1
     n = summary["records"]
-    assert n >= 8, summary  # most HumanEval functions survive every step
+    # 4 functions x 4 optimisation levels: every level's pseudo-code normalises and the same function gives the
+    # same IR, so dedup (default: by IR) keeps one record per function that passes the normaliser's filter
+    assert steps["headers"]["dropped"] == steps["validate"]["dropped"] == 0, steps
+    assert n == 4 and steps["dedup"]["dropped_by_reason"] == {"duplicate IR": steps["dedup"]["in"] - 4}, steps
     for k in OUTPUTS:
         lines = (tmp / "out" / f"{k}.jsonl").read_text().splitlines()
         assert len(lines) == n
@@ -129,6 +166,87 @@ def test_generate_four_outputs(generated):
     assert body_key(row["c_func"]) == body_key(skin["reward_model"]["ground_truth"])
 
 
+def test_generate_parallel_gives_the_same_result(generated, psychec):
+    tmp, _, out1, first = generated
+    rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
+    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                            psychec=PsycheC(timeout=60.0), clang_format_timeout=30.0, gcc_timeout=60.0,
+                            val_fraction=0.25, workers=4)
+    assert out == out1 and summary["steps"] == first["steps"] and summary["workers"] == 4
+
+
+def test_generate_dedup_by_pair_keeps_every_level(generated, psychec):
+    tmp, picked, _, first = generated
+    rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
+    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                            psychec=psychec, clang_format_timeout=30.0, gcc_timeout=60.0, dedup="pseudo_ir")
+    # Ghidra's pseudo-code mostly differs per level: most pairs are distinct (Psyche-C's memo serves the
+    # repeated IRs); where two levels give the same pseudo-code the pair is a duplicate
+    st = summary["steps"]["dedup"]
+    assert st["in"] == first["steps"]["dedup"]["in"] and first["records"] < summary["records"] == st["kept"]
+    assert set(st["dropped_by_reason"]) <= {"duplicate (pseudo-code, IR) pair"}
+    assert summary["psyche_c"]["memo_hits"] >= 1
+    assert len({r["extra_info"]["provenance"]["row"] for r in out["rl_skeleton"]}) == summary["records"]
+    with pytest.raises(ValueError, match="dedup must be"):
+        generate(rows, source_name=name, fields={}, psychec=psychec, dedup="source")
+
+
+def test_psychec_failure_reasons_counted(tmp_path):
+    """A Psyche-C that times out / exits non-zero: the headers step and summary count the reason."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "psychecgen").write_text("#!/bin/sh\nsleep 30\n")
+    (slow / "psychecsolver-exe").write_text("#!/bin/sh\nexit 0\n")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "psychecgen").write_text("#!/bin/sh\nexit 3\n")
+    (bad / "psychecsolver-exe").write_text("#!/bin/sh\nexit 0\n")
+    for f in (*slow.iterdir(), *bad.iterdir()):
+        f.chmod(0o755)
+    _write_sample(tmp_path / "s.jsonl", n=4)
+    rows, name = load_rows({"path": str(tmp_path / "s.jsonl")})
+    for d, reason in ((slow, "psychecgen timeout"), (bad, "psychecgen exit 3")):
+        p = PsycheC(timeout=0.5, bin_dir=d)
+        assert p.gen == str(d / "psychecgen")
+        _, summary = generate(rows[:2], source_name=name, fields={"pseudo": "instruction", "source": "output"},
+                              psychec=p, clang_format_timeout=30.0)
+        n = summary["steps"]["headers"]["in"]
+        assert n >= 1 and summary["steps"]["headers"]["dropped_by_reason"] == {reason: n}
+        # per Psyche-C run (one per distinct IR; the same function at two levels runs once)
+        psy = summary["psyche_c"]
+        assert psy["failures"] == {reason: psy["runs"]} and psy["runs"] >= 1 and psy["bin_dir"] == str(d)
+    # a folder without the tools: PATH, then the build folder
+    assert PsycheC(bin_dir=tmp_path / "none").bin_dir == str(tmp_path / "none")
+
+
+def test_psychec_relative_bin_dir_runs(tmp_path, monkeypatch, psychec):
+    """A relative folder (the default build/psychec/bin) still works: the tools run in a temporary folder."""
+    from codegrpo.data.headers import BUILD_DIRS
+
+    rel = Path("build/psychec/bin")
+    if BUILD_DIRS[0] != ROOT / rel or not (ROOT / rel / "psychecgen").is_file():
+        pytest.skip("Psyche-C is not in build/psychec/bin of this checkout")
+    monkeypatch.chdir(ROOT)
+    p = PsycheC(timeout=60.0, bin_dir=rel)
+    assert Path(p.gen).is_absolute() and Path(p.gen) == ROOT / rel / "psychecgen"
+    header = p.generate("int func1(type1 *var1) {\n  return var1->field1 + var2;\n}")
+    assert header is not None and p.failures == {}
+
+
+def test_generated_datasets_entries(tmp_path):
+    from codegrpo.config import validate_config
+    from codegrpo.data.generate import generated_datasets
+
+    ds = generated_datasets(tmp_path / "gen")
+    assert sorted(ds) == ["generated_rl_skeleton", "generated_rl_skin", "generated_sft_ir2src",
+                          "generated_sft_pseudo2ir"]
+    assert ds["generated_rl_skeleton"]["path"] == str(tmp_path / "gen" / "rl_skeleton.jsonl")
+    assert ds["generated_rl_skeleton"]["check_headers"] and not ds["generated_sft_pseudo2ir"]["normalize"]
+    cfg = {"device": "cpu", "datasets": ds}
+    validate_config(cfg)  # the entries are valid `datasets` entries
+    assert cfg["data"]["sk2d_inputs"] == "examples" and cfg["data"]["generate"]["fields"]["pseudo"] == "instruction"
+
+
 def test_generate_decontaminates_and_dedups(tmp_path, psychec):
     _write_sample(tmp_path / "s.jsonl", n=4)
     rows, name = load_rows({"path": str(tmp_path / "s.jsonl")})
@@ -151,3 +269,18 @@ def test_load_rows_errors(tmp_path):
     bad.write_text('[{"c_func": 3}]')
     with pytest.raises(DataError, match=r"e.json:1: field 'c_func': missing"):
         eval_keys([{"path": str(bad), "field": "c_func"}])
+
+
+def test_load_rows_by_hub_id_layout(tmp_path):
+    """The hub-id branch (`datasets.load_dataset(hub_id, split=…, cache_dir=…)`), on a local folder laid out like
+    the release (data file train-00000-of-00001.parquet with the columns instruction, output): no download."""
+    import pandas as pd
+
+    repo = tmp_path / "decompile-ghidra-100k"
+    repo.mkdir()
+    pd.DataFrame([{"instruction": f"# This is the assembly code:\nint f{i}(void) {{ return {i}; }}\n"
+                                  "# What is the source code?\n", "output": f"int f{i}(void) {{ return {i}; }}"}
+                  for i in range(5)]).to_parquet(repo / "train-00000-of-00001.parquet", index=False)
+    rows, name = load_rows({"hub_id": str(repo), "split": "train", "cache_dir": str(tmp_path / "c"), "limit": 3})
+    assert name == str(repo) and len(rows) == 3 and set(rows[0]) == {"instruction", "output"}
+    assert any((tmp_path / "c").iterdir())  # the configured cache folder is used

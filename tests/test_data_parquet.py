@@ -166,3 +166,18 @@ def test_verl_sft_dataset_reads_files(record_files, tmp_path):
     assert len(ds) == len(pd.read_parquet(train))
     item = ds[0]
     assert item["input_ids"].shape[0] == 2048 and int(item["loss_mask"].sum()) > 0
+
+
+def test_split_brought_by_the_records_is_kept(record_files):
+    """Records with a split from their file (use_source_split) keep it, even against the hash and the fraction;
+    the others are hashed as before (write_stage_parquets splits with assign_train_val)."""
+    import json
+    from codegrpo.data.parquet import assign_train_val, split_key
+    recs = [json.loads(x) for x in record_files["p2n"].read_text().splitlines()]
+    hashed = assign_train_val(recs, 0.5, 0)
+    for i, r in enumerate(recs[:10]):
+        r["split"] = "train" if hashed[split_key(r)] == "val" else "val"  # the opposite of the hash
+    got = assign_train_val(recs, 0.5, 0)
+    assert all(got[split_key(r)] == r["split"] for r in recs[:10])
+    assert all(got[split_key(r)] in ("train", "val") for r in recs[10:])
+    assert assign_train_val(recs[:10], 0.0, 0) == {split_key(r): r["split"] for r in recs[:10]}

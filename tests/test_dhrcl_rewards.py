@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from codegrpo.execution import Sandbox, SandboxLimits
+from codegrpo.sandbox import Sandbox, SandboxLimits
 from codegrpo.rewards import compute_score_batch, registered
 from codegrpo.rewards import dhrcl as d
 
@@ -23,14 +23,7 @@ def sandbox():
         yield sb
 
 
-# ---- extraction and components -------------------------------------------------------------------------
-def test_extract_code_takes_last_python_block():
-    text = "a\n```python\nx = 1\n```\nthen\n```py\ny = 2\n```\n```text\nnot code\n```"
-    assert d.extract_code(text) == "y = 2"
-    assert d.extract_code("plain = 3\n") == "plain = 3"
-    assert d.extract_code("```python\nz = 4\n") == "z = 4"  # unterminated last block
-
-
+# ---- components (code extraction: codegrpo.contracts.extract_code, tests/test_contracts.py) -------------
 def test_r_syntax_token_weighted():
     good = "import os\n"
     bad = "def f(:\n    return 1\n"

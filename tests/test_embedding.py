@@ -253,3 +253,110 @@ def test_embedding_config_merges_stage_overrides(repo_root):
     with pytest.raises(E.EmbeddingError, match="skin_rl.embedding.*colour"):
         E.embedding_config(bad, "skin_rl")
     assert E.embedding_config({"embedding": {"backend": "local"}, "s": {"embedding_server": True}}, "s")["serve"]
+
+
+# ---------------------------------------------------------------------------------------------- identifier metric
+BRINGUP = "data/sk2decompile/bringupbench-merged.O0.func_map.infer.jsonl"
+
+
+class _RecordingEmbeddings(http.server.BaseHTTPRequestHandler):
+    """A loopback stand-in for vLLM's OpenAI server: serves one model name, records the model of each request."""
+
+    served = "Qwen3-Embedding-0.6B"
+    seen: list = []
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self._send(200, {"object": "list", "data": [{"id": self.served, "object": "model"}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(body["model"])
+        if body["model"] != self.served:
+            return self._send(404, {"error": {"message": f"model {body['model']} not served"}})
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        # a deterministic vector per text (bytes of its sha256, shifted off zero)
+        import hashlib
+
+        data = [{"object": "embedding", "index": i,
+                 "embedding": [b / 255.0 + 0.01 for b in hashlib.sha256(t.encode()).digest()[:16]]}
+                for i, t in enumerate(texts)]
+        self._send(200, {"object": "list", "data": data, "model": self.served,
+                         "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+
+def test_identifier_metric_uses_the_configured_model(repo_root, tmp_path, monkeypatch):
+    from codegrpo import tables
+    from codegrpo.config import load_config
+    from codegrpo.eval import decompile as d
+
+    for k in [k for k in __import__("os").environ if k.startswith("CODEGRPO_EMBEDDING_")]:
+        monkeypatch.delenv(k)
+    paper = d.metric_embedding_config(load_config(repo_root / "config" / "paper.yaml"))
+    assert (paper["backend"], paper["model"], paper["serve"]) == ("openai", "Qwen3-Embedding-0.6B", True)
+    local = d.metric_embedding_config(load_config(repo_root / "config.yaml"))
+    assert local["backend"] == "local"  # the CPU default: the packaged MiniLM in process
+    # evaluate.decompile.embedding overrides key by key; unknown keys are named
+    cfg = {"embedding": {"backend": "openai", "model": "m"}, "evaluate": {"decompile": {"embedding": {"model": "n"}}}}
+    assert d.metric_embedding_config(cfg) == {"backend": "openai", "model": "n"}
+    cfg["evaluate"]["decompile"]["embedding"] = {"modle": "n"}
+    with pytest.raises(ValueError, match=r"evaluate.decompile.embedding: unknown key\(s\) \['modle'\]"):
+        d.metric_embedding_config(cfg)
+
+    # the paper's section, with a loopback server standing in for the vLLM server the job would start
+    _RecordingEmbeddings.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingEmbeddings)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    E.reset_embedders()
+    try:
+        section = {**paper, "serve": False, "api_base": f"http://127.0.0.1:{server.server_port}/v1",
+                   "backoff_s": 0.05}
+        out = tmp_path / "eval" / "bringupbench" / "identifier.json"
+        res = d.run_bringupbench_identifier(repo_root / BRINGUP, out, limit=3, embedding=section)
+        assert _RecordingEmbeddings.seen and set(_RecordingEmbeddings.seen) == {"Qwen3-Embedding-0.6B"}
+        assert res["embedding"]["model"] == "Qwen3-Embedding-0.6B" and res["embedding"]["backend"] == "openai"
+        assert all(0.0 <= v["mean"] <= 1.0 and v["n"] == 3 for v in res["scores"].values())
+        t = tables.table_identifier(tables.load_results([out]))
+        assert {r["embedding model"] for r in t.rows} == {"Qwen3-Embedding-0.6B (openai)"}
+        # a model the endpoint does not serve is refused, never scored
+        E.reset_embedders()
+        with pytest.raises(E.EmbeddingServiceError, match="does not serve the model"):
+            d.run_bringupbench_identifier(repo_root / BRINGUP, tmp_path / "x.json", limit=1,
+                                          embedding={**section, "model": "all-MiniLM-L6-v2"})
+        assert not (tmp_path / "x.json").exists()
+    finally:
+        E.reset_embedders()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+def test_identifier_metric_serves_the_configured_model(repo_root, tmp_path, monkeypatch):
+    """serve: true starts the section's server for the scoring (here the project's CPU server, under the
+    paper's model name) and points the metric at it."""
+    from codegrpo.config import load_config
+    from codegrpo.eval import decompile as d
+
+    for k in [k for k in __import__("os").environ if k.startswith("CODEGRPO_EMBEDDING_")]:
+        monkeypatch.delenv(k)
+    paper = d.metric_embedding_config(load_config(repo_root / "config" / "paper.yaml"))
+    section = {**paper, "server_command": "", "server_port": 0, "server_ready_timeout_s": 300}
+    E.reset_embedders()
+    try:
+        res = d.run_bringupbench_identifier(repo_root / BRINGUP, tmp_path / "id.json", limit=2, embedding=section,
+                                            embedding_log=tmp_path / "server.log")
+    finally:
+        E.reset_embedders()
+    assert res["embedding"]["served"] and res["embedding"]["model"] == "Qwen3-Embedding-0.6B"
+    assert res["embedding"]["api_base"].startswith("http://127.0.0.1:")
+    assert "as 'Qwen3-Embedding-0.6B'" in (tmp_path / "server.log").read_text()

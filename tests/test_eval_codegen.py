@@ -47,14 +47,6 @@ def test_aggregate_over_problems():
     assert math.isclose(agg["n_problems"], 2)
 
 
-def test_extract_code_takes_last_fenced_block():
-    text = "Plan:\n```python\nx = 1\n```\nFinal:\n```python\ndef f():\n    return 2\n```\nDone."
-    assert c.extract_code(text) == "def f():\n    return 2\n"
-    assert c.extract_code("```\ny = 3\n```") == "y = 3\n"
-    assert c.extract_code("def g(): pass") == "def g(): pass"
-    assert c.extract_code("text\n```python\ndef h():\n    return 1") == "def h():\n    return 1"
-
-
 def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail():
     probs = c.load_humaneval(limit=12)
     assert len(probs) == 12 and all(p.entry_point for p in probs)

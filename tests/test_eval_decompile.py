@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -11,6 +12,7 @@ from codegrpo.eval import decompile as d
 GHIDRA = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 OBJ = "data/sk2decompile/humaneval-decompile-v1-gcc-obj.json"
 BRINGUP = "data/sk2decompile/bringupbench-merged.O0.func_map.infer.jsonl"
+MBPP = "data/sk2decompile/mbpp-decompile-sample.json"
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +160,31 @@ def test_two_phase_inference_with_tiny_model(repo_root, tmp_path):
     for rec in saved["records"]:
         assert rec["input"].startswith("undefined")  # normalised Ghidra pseudo-code went in
         assert isinstance(rec["ir"], str) and isinstance(rec["output"], str)
+    assert 0.0 <= res["reexec_avg"] <= 100.0
+
+
+@pytest.mark.slow
+def test_two_phase_on_the_mbpp_sample(repo_root, tmp_path, monkeypatch):
+    """MBPP-Decompile (normsrcpseudo schema): IDA pseudo-code in, the sk2decompile protocol, the identifier metric
+    with the configured (here: local MiniLM) embedding recorded in the result."""
+    from codegrpo.eval.generate import GenerationSettings
+    from codegrpo.models import build_tiny_model
+
+    for k in [k for k in os.environ if k.startswith("CODEGRPO_EMBEDDING_")]:
+        monkeypatch.delenv(k)
+    rows = json.loads((repo_root / MBPP).read_text())
+    model = build_tiny_model(tmp_path / "tiny", [r["func"] for r in rows] + [r["ida_pseudo"] for r in rows],
+                             vocab_size=300)
+    out = tmp_path / "eval" / "sys" / "mbpp_decompile.json"
+    settings = GenerationSettings(max_new_tokens=8, batch_size=4, use_chat_template=True)
+    res = d.run_system("sys", model, model, repo_root / MBPP, out, settings=settings, backend="transformers",
+                       tasks_per_level=1, workers=2, variant="full", identifier=True,
+                       embedding={"backend": "local"}, benchmark="mbpp_decompile", protocol="sk2decompile")
+    saved = json.loads(out.read_text())
+    assert saved["benchmark"] == "mbpp_decompile" and saved["protocol"] == "sk2decompile"
+    assert saved["tasks_per_level"] == {lv: 1 for lv in d.LEVELS} and "IDA pseudo-code" in saved["input_note"]
+    assert all(rec["input"].startswith("long long sub_1149(") for rec in saved["records"])  # normalised IDA
+    assert saved["identifier"]["n"] == 4 and saved["identifier"]["embedding"]["model"] == "all-MiniLM-L6-v2"
     assert 0.0 <= res["reexec_avg"] <= 100.0
 
 

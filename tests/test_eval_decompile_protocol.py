@@ -269,3 +269,28 @@ def test_ida_and_ghidra_baseline_rows(nsp_file, tmp_path):
     with pytest.raises(d.EvalDataError, match="needs an evaluation file with ida_pseudo"):
         d.run_baseline("ida", legacy, tmp_path / "x.json")
     assert not os.path.exists(tmp_path / "x.json")
+
+
+# ------------------------------------------------------------------------------------------ MBPP-Decompile sample
+MBPP_SAMPLE = "data/sk2decompile/mbpp-decompile-sample.json"
+REFERENCE_FIELDS = ("index", "func_name", "func_dep", "func", "test", "opt", "language", "asm", "ida_asm",
+                    "ida_pseudo", "ghidra_asm", "ghidra_pseudo")
+
+
+def test_mbpp_sample_is_schema_exact_and_its_gold_passes(repo_root, tmp_path):
+    rows = json.loads((repo_root / MBPP_SAMPLE).read_text())
+    for i, row in enumerate(rows):  # the reference file's fields, in its order, plus the normalised pseudo-code
+        assert tuple(row)[: len(REFERENCE_FIELDS)] == REFERENCE_FIELDS, i
+        assert set(row) == set(REFERENCE_FIELDS) | {"ida_pseudo_norm"}, i
+        assert isinstance(row["index"], int) and all(isinstance(row[k], str) for k in REFERENCE_FIELDS[1:])
+        assert row["asm"].startswith(row["func_name"] + ":")  # real objdump output of the function
+    assert d.detect_schema(repo_root / MBPP_SAMPLE) == "normsrcpseudo"
+    tasks = d.load_eval_set(repo_root / MBPP_SAMPLE)
+    assert sorted(t.key for t in tasks) == sorted(f"{i}_{lv}" for i in range(4) for lv in d.LEVELS)
+    gold = d.run_baseline("gold", repo_root / MBPP_SAMPLE, tmp_path / "gold.json", benchmark="mbpp_decompile",
+                          protocol="sk2decompile", workers=2)
+    assert gold["reexec"] == {lv: 100.0 for lv in d.LEVELS} and gold["protocol"] == "sk2decompile"
+    # the tests can fail: a wrong function fails everywhere
+    wrong = {t.key: t.c_func.replace("return", "return 1 +", 1) for t in tasks}
+    res = d.reexecutability(tasks, wrong, workers=2, protocol="sk2decompile")
+    assert res["reexec_avg"] == 0.0

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
+import site
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from codegrpo import execution as ex
+from codegrpo import sandbox as ex
+from codegrpo.sandbox import bwrap
 
 LIMITS = ex.SandboxLimits(wall_s=30, cpu_s=30)
 
@@ -227,28 +234,124 @@ def test_limits_from_config():
     assert lim.with_timeout(2.5).cpu_s == 3 and lim.with_timeout(None) is lim
 
 
+def test_make_sandbox_from_config():
+    """One function builds a sandbox from a config section; the evaluation stages use that same one."""
+    from codegrpo.eval import codegen, decompile
+
+    with ex.make_sandbox(2, {"wall_s": 7, "memory_mb": 512, "workers": 2}) as sb:
+        assert (sb.limits.wall_s, sb.limits.memory_mb, sb.mode, len(sb._sups)) == (7, 512, "server", 2)
+        res = sb.run_tests("x = 1\n", "def test_x():\n    assert x == 1\n")
+    assert res.all_passed
+    assert codegen.make_sandbox is decompile.make_sandbox is ex.make_sandbox
+
+
+# ---- what the sandbox can see -----------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parent.parent
+
+# Run in a child interpreter: one job in each mode; prints where the supervisor ran from and the outcomes.
+_CHILD = r"""
+import json, sys
+from codegrpo import sandbox
+from codegrpo.sandbox import bwrap
+out = {"supervisor": bwrap.SUPERVISOR_FILES["sandbox supervisor"], "needed": bwrap.needed_paths(),
+       "interpreter": bwrap.interpreter(), "executable": sys.executable, "prefix": sys.prefix}
+for mode in ("server", "fresh"):
+    with sandbox.Sandbox(mode=mode) as sb:
+        r = sb.run_tests("import pytest\nx = 1\n", "def test_x():\n    assert x == 1\n")
+        out[mode] = [r.executed, r.passed, r.total, r.mechanism]
+print(json.dumps(out))
+"""
+
+
+def _child(python, pythonpath, cwd) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PYTHONPATH"] = str(pythonpath)
+    proc = subprocess.run([str(python), "-c", _CHILD], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_sandbox_runs_when_its_code_lives_under_tmp(tmp_path):
     """/tmp is a fresh tmpfs inside the sandbox; a checkout (or venv) under /tmp must still be reachable there.
 
-    A copy of this module under pytest's tmp dir (/tmp/pytest-of-<user>/..., mode 0700) supervises the job, so
-    the supervisor script itself lies under a masked, closed directory.
+    A copy of the package under pytest's tmp dir (/tmp/pytest-of-<user>/..., mode 0700) supervises the job, so
+    the supervisor and its helpers lie under a masked, closed directory.
     """
-    import importlib.util
-    import shutil
-    import sys
+    pkg = tmp_path / "checkout" / "codegrpo"
+    (pkg / "sandbox").mkdir(parents=True)
+    here = Path(ex.__file__).parent
+    for f in here.glob("*.py"):
+        shutil.copy(f, pkg / "sandbox" / f.name)
+    for name in ("__init__.py", "procgroup.py"):
+        shutil.copy(here.parent / name, pkg / name)
+    out = _child(sys.executable, tmp_path / "checkout", tmp_path)
+    assert out["supervisor"] == str(pkg / "sandbox" / "supervisor.py")
+    assert str(pkg) in out["needed"]
+    for mode in ("server", "fresh"):
+        assert out[mode][:3] == [True, 1, 1], out
 
-    copy = tmp_path / "checkout" / "codegrpo" / "execution.py"
-    copy.parent.mkdir(parents=True)
-    shutil.copy(ex.__file__, copy)
-    spec = importlib.util.spec_from_file_location("execution_under_tmp", copy)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(mod)
-    except BaseException:
-        del sys.modules[spec.name]
-        raise
-    assert str(copy.parent) in mod._needed_paths()
-    with mod.Sandbox(mode="server") as sb:
-        res = sb.run_tests("x = 1\n", "def test_x():\n    assert x == 1\n")
-    assert (res.executed, res.passed, res.total) == (True, 1, 1), res
+
+def _venv_linked_from_closed_home(tmp_path) -> Path:
+    """A virtual environment on a "scratch disk" (tmp_path/scratch/venv, pytest importable through a .pth file),
+    reached through a symbolic link in a mode-0700 "home" (tmp_path/home/venv) that the sandbox does not show.
+    Returns the python to run: home/venv/bin/python."""
+    real = os.path.realpath(sys.executable)
+    venv = tmp_path / "scratch" / "venv"
+    (venv / "bin").mkdir(parents=True)
+    os.symlink(real, venv / "bin" / "python")
+    lib = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    lib.mkdir(parents=True)
+    (lib / "host_site.pth").write_text("".join(p + "\n" for p in site.getsitepackages() if os.path.isdir(p)))
+    (venv / "pyvenv.cfg").write_text(f"home = {os.path.dirname(real)}\ninclude-system-site-packages = false\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chmod(home, 0o700)
+    os.symlink(venv, home / "venv")
+    return home / "venv" / "bin" / "python"
+
+
+def test_interpreter_linked_from_a_closed_directory(tmp_path):
+    """The venv's python is reached through a link inside a closed directory that the sandbox replaces by an
+    empty tmpfs: the supervisor must start the link's target (the venv on the scratch disk), and jobs must run.
+    (Before the fix every job failed with "sandbox supervisor exited without an answer".)"""
+    python = _venv_linked_from_closed_home(tmp_path)
+    out = _child(python, REPO, tmp_path)
+    assert out["executable"] == str(python) and out["prefix"] == str(tmp_path / "home" / "venv")
+    assert out["interpreter"] == str(tmp_path / "scratch" / "venv" / "bin" / "python")
+    for mode in ("server", "fresh"):
+        assert out[mode][:3] == [True, 1, 1], out  # pytest imported from the venv, the job passed
+
+
+def test_unreachable_path_is_named(tmp_path):
+    """What the sandbox cannot see is refused before start, naming the path and the tmpfs that hides it; bound
+    back (the plan's ``reach``), the same link runs inside a real bwrap sandbox."""
+    if ex.sandbox_info().mechanism != "bwrap":
+        pytest.skip("needs bwrap namespaces")
+    python = _venv_linked_from_closed_home(tmp_path)
+    link = str(tmp_path / "home" / "venv")
+    hidden = bwrap.plan_mounts(reach=[])
+    assert bwrap.hidden_by(link, hidden) is not None
+    with pytest.raises(ex.SandboxError, match=re.escape(f"reached through {link}")):
+        bwrap.check_reachable(hidden, {"Python interpreter": str(python)})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cmd = [str(python), "-I", "-c", "import sys; print(sys.prefix)"]
+    proc = subprocess.run(bwrap.bwrap_argv(str(ws), hidden) + ["--", *cmd], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode != 0 and str(python) in proc.stderr  # what bwrap itself says: that path is missing
+    shown = bwrap.plan_mounts(reach=[str(python)])
+    bwrap.check_reachable(shown, {"Python interpreter": str(python)})
+    proc = subprocess.run(bwrap.bwrap_argv(str(ws), shown) + ["--", *cmd], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == link, proc.stderr
+
+
+def test_dead_supervisor_error_carries_its_stderr(tmp_path, monkeypatch):
+    """A supervisor that dies at start: the error gives its exit status and what it wrote on stderr."""
+    broken = tmp_path / "broken_supervisor.py"
+    broken.write_text("import sys\nsys.exit('cannot start: /opt/missing/libfoo.so not found')\n")
+    monkeypatch.setitem(bwrap.SUPERVISOR_FILES, "sandbox supervisor", str(broken))
+    with ex.Sandbox(mode="fresh") as sb:
+        with pytest.raises(ex.SandboxError, match=r"exited without an answer \(exit status 1\): cannot start: "
+                                                  r"/opt/missing/libfoo.so not found"):
+            sb.run_tests("x = 1\n", "def test_x():\n    assert x == 1\n")

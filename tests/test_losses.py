@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from codegrpo.verl.stages import SETTINGS_ENV
@@ -33,9 +37,29 @@ def _verl(logp, adv, agg="token-mean"):
                                           loss_agg_mode=agg)
 
 
-def test_registered_names():
-    for name in losses.LOSS_NAMES:
-        assert core_algos.get_policy_loss_fn(name) is not None
+def test_external_lib_import_registers_every_loss_and_keeps_verls():
+    """What a verl actor worker does with ``model.external_lib=codegrpo.verl.losses``, in a fresh interpreter.
+
+    Catches a loss name (e.g. one a variant's ``loss_mode`` selects) that importing the module does not register
+    (the worker would fail at its first update), a registration that only happens in the driver or in tests, and
+    a name that overwrites one of verl's own losses.
+    """
+    code = (
+        "import json\n"
+        "from verl.trainer.ppo import core_algos\n"
+        "from verl.utils.import_utils import import_external_libs\n"
+        "before = dict(core_algos.POLICY_LOSS_REGISTRY)\n"
+        "import_external_libs('codegrpo.verl.losses')\n"
+        "after = core_algos.POLICY_LOSS_REGISTRY\n"
+        "print(json.dumps({'added': {k: f.__module__ for k, f in after.items() if k not in before},\n"
+        "                  'verl_kept': sorted(k for k, f in before.items() if after.get(k) is f),\n"
+        "                  'verl': sorted(before)}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["added"] == {name: "codegrpo.verl.losses" for name in losses.LOSS_NAMES}
+    assert got["verl_kept"] == got["verl"] and got["verl"], "a codegrpo loss replaced one of verl's"
 
 
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
@@ -102,7 +126,6 @@ def test_weighting_params_from_config():
 
 
 # ---- verl adapter of DHRCL (codegrpo.verl.dhrcl) ------------------------------------------------------------
-import json  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from codegrpo.config import load_config  # noqa: E402
@@ -153,6 +176,19 @@ def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     assert hc.actor_rollout_ref.actor.kl_loss_coef == cfg["dhrcl"]["training"]["kl_coef"]
     assert vd.load_settings(launch.env[SETTINGS_ENV])["variant"] == variant
     assert json.loads(launch.env["CODEGRPO_SANDBOX_LIMITS"])["wall_s"] == cfg["sandbox"]["wall_s"]
+
+
+def test_seeded_run_name_and_seed(repo_root, tmp_path):
+    """A run of dhrcl.seeds: dhrcl-<variant>-seed<seed>, trained with that seed (recorded in settings.json)."""
+    cfg = load_config(repo_root / "config.yaml")
+    assert vd.run_name("full") == "dhrcl-full" and vd.run_name("no_ast", 2) == "dhrcl-no_ast-seed2"
+    launch = vd.dhrcl_launch(cfg, "full", train_files=str(tmp_path / "t.parquet"),
+                             val_files=str(tmp_path / "v.parquet"), init_model=str(tmp_path / "model"),
+                             run_dir=tmp_path / "dhrcl-full-seed2", seed=2)
+    hc = launch.validate()
+    assert hc.trainer.experiment_name == "dhrcl-full-seed2" and hc.data.seed == 2
+    settings = json.loads((tmp_path / "dhrcl-full-seed2" / "settings.json").read_text())["settings"]
+    assert settings["seed"] == 2 and settings["run"] == "dhrcl-full-seed2" and cfg["seed"] == 0
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from codegrpo.procgroup import kill_group, popen_group, run_group, stop_group
+from codegrpo.procgroup import become_group_leader, kill_group, popen_group, run_group, stop_group
 
 # A shell that starts a grandchild (a separate sleep process), reports its pid, then waits forever.
 GRANDCHILD = "sleep 1000 & echo $! ; wait"
@@ -74,8 +74,11 @@ def test_timeout_kills_grandchildren():
 
 
 def test_stop_group_kills_children_that_outlive_the_leader():
-    # The leader ignores nothing but exits on SIGTERM at once; its grandchild ignores SIGTERM.
-    proc = popen_group(["sh", "-c", "(trap '' TERM; exec sleep 1000) & echo $! ; wait"], stdout=subprocess.PIPE)
+    # The leader ignores nothing but exits on SIGTERM at once; its grandchild ignores SIGTERM. The grandchild
+    # prints its own pid once SIGTERM is ignored (a shell started with TERM ignored keeps it so, and so does the
+    # sleep it execs), so the signal cannot reach it before it is the process under test.
+    proc = popen_group(["sh", "-c", "(trap '' TERM; exec sh -c 'echo $$; exec sleep 1000') & wait"],
+                       stdout=subprocess.PIPE)
     child = int(proc.stdout.readline())
     forced = stop_group(proc, grace_s=30)
     proc.stdout.close()
@@ -109,3 +112,26 @@ def test_kill_group_of_a_finished_group_is_false():
 def test_popen_group_refuses_its_own_session_arguments():
     with pytest.raises(TypeError):
         popen_group(["true"], start_new_session=False)
+
+
+def test_forked_child_leads_its_group_and_kill_group_takes_its_pid():
+    """A child made by os.fork() (as the sandbox's jobs are) calls become_group_leader; kill_group(pid) then
+    ends it and everything it started."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: new session, then a shell that starts a grandchild and reports its pid
+        try:
+            os.close(r)
+            become_group_leader()
+            os.dup2(w, 1)
+            os.execvp("sh", ["sh", "-c", "sleep 1000 & echo $! ; wait"])
+        finally:
+            os._exit(127)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        grandchild = int(fh.readline())
+        assert os.getsid(pid) == pid and os.getpgid(grandchild) == pid
+        assert kill_group(pid) is True
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert _wait_gone(grandchild)

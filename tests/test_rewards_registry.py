@@ -1,7 +1,9 @@
-"""The reward registry: routing by data_source, batch grouping, fixed keys, clear errors."""
+"""The reward table: lazy imports, routing by data_source, batch grouping, fixed keys, clear errors."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import subprocess
 import sys
 
@@ -24,24 +26,76 @@ def temp_sources():
         R.unregister(name)
 
 
-def test_import_stays_light():
-    code = "import sys, codegrpo.rewards as r; r.registered(); print('torch' in sys.modules, 'verl' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]
+REWARD_MODULES = ("codegrpo.rewards.sk2d", "codegrpo.rewards.dhrcl", "codegrpo.rewards.toy",
+                  "codegrpo.rewards.compile", "codegrpo.rewards.embedding")
+
+
+def _loaded_after(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; which reward modules (and torch/verl) are imported afterwards."""
+    probe = (code + "\nimport json, sys\nprint(json.dumps({m: m in sys.modules for m in "
+             + repr(REWARD_MODULES + ("torch", "verl")) + "}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_importing_the_table_imports_no_reward_module():
+    loaded = _loaded_after("import codegrpo.rewards as r; r.registered(); r.REWARD_TABLE['kodcode']")
+    assert not any(loaded.values()), {m for m, v in loaded.items() if v}
+
+
+def test_first_call_imports_only_the_reward_it_needs():
+    loaded = _loaded_after("import codegrpo.rewards as r; r.compute_score('toy_target_chars', '12ab', '')")
+    assert {m for m, v in loaded.items() if v} == {"codegrpo.rewards.toy"}
+    loaded = _loaded_after("import codegrpo.rewards as r; "
+                           "r.compute_score_batch(['sk2decompile_structure_sim'], ['int x;'], ['int x;'], [{}])")
+    assert loaded["codegrpo.rewards.sk2d"] and loaded["codegrpo.rewards.compile"]
+    assert not loaded["codegrpo.rewards.dhrcl"] and not loaded["codegrpo.rewards.toy"]
+    assert not loaded["torch"] and not loaded["verl"]
+
+
+def test_every_table_entry_names_real_functions():
+    """A typo in a module or function name of the table fails here, not at the first training step."""
+    for ds, spec in R.REWARD_TABLE.items():
+        scorer = R.get_scorer(ds)
+        assert scorer.score_fn is not None or scorer.batch_fn is not None, ds
+        for name, fn in ((spec.score, scorer.score_fn), (spec.batch, scorer.batch_fn)):
+            if name is not None:
+                assert fn is getattr(importlib.import_module(spec.module), name)
+    with pytest.raises(R.RewardError, match="codegrpo.rewards.toy.no_such_fn"):
+        R._load("t_bad", R.RewardSpec("codegrpo.rewards.toy", score="no_such_fn"))
 
 
 def test_builtin_keys_registered():
     keys = R.registered()
-    for k in ("sk2decompile_structure", "sk2decompile_structure_sim", "sk2decompile_identifier", "llm4decompile_exe"):
+    assert set(keys) == set(R.REWARD_TABLE)
+    for k in ("sk2decompile_structure", "sk2decompile_structure_sim", "sk2decompile_identifier", "llm4decompile_exe",
+              "kodcode", "toy_target_chars"):
         assert k in keys
     assert R.get_scorer("llm4decompile_exe") is R.get_scorer("sk2decompile_structure")
+
+
+def test_table_keys_cannot_be_replaced(temp_sources):
+    with pytest.raises(ValueError, match="reward table"):
+        R.register("kodcode", score_fn=lambda *a, **k: 1.0)
+    with pytest.raises(ValueError, match="reward table"):
+        R.register("t_new", score_fn=lambda *a, **k: 1.0, aliases=("toy_target_chars",))
+    assert "t_new" not in R.registered()
+
+
+def test_declared_keys_are_enforced_on_the_first_result(temp_sources):
+    """A table scorer that drops or adds a component fails at once (verl needs the same keys on every sample)."""
+    temp_sources("t_declared", score_fn=lambda s, g, e=None, **k: {"score": 1.0, "a": 1.0}, keys=("a", "b"))
+    with pytest.raises(R.RewardError, match="t_declared"):
+        R.compute_score("t_declared", "x", "")
 
 
 def test_unknown_data_source_names_it_and_the_keys():
     with pytest.raises(R.UnknownDataSourceError) as ei:
         R.compute_score("no_such_source", "x", "y", {})
     msg = str(ei.value)
-    assert "no_such_source" in msg and "sk2decompile_structure" in msg
+    assert "no_such_source" in msg
+    for key in R.REWARD_TABLE:
+        assert key in msg
     with pytest.raises(R.UnknownDataSourceError, match="nope"):
         R.compute_score_batch(["sk2decompile_structure_sim", "nope"], ["a", "b"], ["a", "b"], [{}, {}])
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from codegrpo.rewards import compute_score, compute_score_batch
 from codegrpo.rewards import sk2d
-from codegrpo.rewards.compile import compile_reference, gcc_major, gcc_version
+from codegrpo.contracts import gcc_version
+from codegrpo.rewards.compile import compile_reference, gcc_major
 from codegrpo.rewards.embedding import Embedder, EmbeddingSettings, LocalBackend
 
 GCC_MAJOR = gcc_major()
@@ -25,10 +29,30 @@ def rows(data_dir):
         return [json.loads(line) for line in fh]
 
 
-def test_records_gcc_version():
-    ver = gcc_version()
-    print("gcc:", ver)
-    assert ver, "gcc must be on PATH for the compile rewards"
+def test_missing_compiler_stops_the_reward_instead_of_scoring_zero(tmp_path):
+    """With $CODEGRPO_GCC not runnable the structure reward raises, naming the compiler, and leaves no scratch
+    behind: a reward that scored every sample 0 would train on a constant signal without anyone noticing."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    code = (
+        "import sys\n"
+        "from codegrpo.rewards import compute_score_batch\n"
+        "from codegrpo.rewards.compile import CompileEngine, CompilerUnavailableError\n"
+        "gt = 'int func0(int var1) { return var1; }'\n"
+        "for make in (lambda: compute_score_batch(['sk2decompile_structure'], [gt], [gt], [{'header': ''}]),\n"
+        "             lambda: CompileEngine(workers=1, scratch=sys.argv[1])):\n"
+        "    try:\n"
+        "        print('scored', make())\n"
+        "    except CompilerUnavailableError as exc:\n"
+        "        print('refused', exc)\n"
+    )
+    env = dict(os.environ, CODEGRPO_GCC=str(tmp_path / "no-such-gcc"))
+    out = subprocess.run([sys.executable, "-c", code, str(scratch)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("refused") and "no-such-gcc" in line for line in lines), lines
+    assert list(scratch.iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------- exe_type on data

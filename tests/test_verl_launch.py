@@ -1,4 +1,4 @@
-"""Generated verl command lines: Hydra composition against verl 0.4.1's own config, paper values, reward loading."""
+"""Generated verl command lines: Hydra composition against verl 0.4.1's own config, settings reaching verl, reward loading."""
 
 from __future__ import annotations
 
@@ -42,42 +42,131 @@ def test_every_generated_command_composes(composed):
         assert argv[-len(la.overrides):] == la.overrides
 
 
-def test_grpo_paper_values(repo_root, tmp_path):
-    cfg = load_config(repo_root / "config" / "paper.yaml")
-    sk, skin = (L.grpo_launch(cfg, cfg[s], s, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                              model_path="/m", run_dir=tmp_path / s).validate() for s in L.RL_STAGES)
-    ar = sk.actor_rollout_ref
-    assert sk.algorithm.adv_estimator == "grpo" and sk.algorithm.use_kl_in_reward is False
-    assert sk.data.train_batch_size == 128 and sk.data.max_prompt_length == 1024
-    assert sk.data.max_response_length == 2048 and sk.data.filter_overlong_prompts is True
-    assert ar.rollout.n == 16 and ar.rollout.name == "vllm" and ar.rollout.gpu_memory_utilization == 0.8
-    assert ar.rollout.tensor_model_parallel_size == 1 and ar.rollout.log_prob_micro_batch_size_per_gpu == 1
-    assert ar.actor.optim.lr == 1e-6 and ar.actor.ppo_mini_batch_size == 32
-    assert ar.actor.ppo_micro_batch_size_per_gpu == 4 and ar.ref.log_prob_micro_batch_size_per_gpu == 4
-    assert ar.actor.use_kl_loss is True and ar.actor.kl_loss_type == "low_var_kl"
-    assert ar.actor.kl_loss_coef == 0.01 and skin.actor_rollout_ref.actor.kl_loss_coef == 0.02
-    assert ar.ref.fsdp_config.param_offload is True and ar.actor.fsdp_config.param_offload is False
-    assert ar.model.use_remove_padding is True and ar.model.enable_gradient_checkpointing is False
-    assert (sk.trainer.nnodes, sk.trainer.n_gpus_per_node) == (2, 8)
-    assert (skin.trainer.nnodes, skin.trainer.n_gpus_per_node) == (1, 8)
-    assert sk.trainer.total_epochs == 2 and sk.trainer.save_freq == 25 and sk.trainer.test_freq == 25
-    assert list(sk.trainer.logger) == ["console", "wandb"] and sk.trainer.resume_mode == "auto"
-    assert sk.trainer.device == "cuda" and sk.codegrpo.device == "gpu"
-    assert sk.custom_reward_function.path == str(L.REWARD_ENTRY)
-    assert (sk.reward_model.reward_manager, sk.custom_reward_function.name) == ("naive", "compute_score")
-    assert (skin.reward_model.reward_manager, skin.custom_reward_function.name) == ("batch", "compute_score_batch")
+# config key of an RL stage (schemas/config.schema.yaml $defs/rl_stage) -> the verl key it must set
+RL_KEY_MAP = {
+    "train_batch_size": "data.train_batch_size", "max_prompt_length": "data.max_prompt_length",
+    "max_response_length": "data.max_response_length", "filter_overlong_prompts": "data.filter_overlong_prompts",
+    "use_remove_padding": "actor_rollout_ref.model.use_remove_padding",
+    "gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+    "lr": "actor_rollout_ref.actor.optim.lr", "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "ppo_micro_batch_size_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "ppo_epochs": "actor_rollout_ref.actor.ppo_epochs", "kl_coef": "actor_rollout_ref.actor.kl_loss_coef",
+    "kl_loss_type": "actor_rollout_ref.actor.kl_loss_type", "entropy_coeff": "actor_rollout_ref.actor.entropy_coeff",
+    "param_offload": "actor_rollout_ref.actor.fsdp_config.param_offload",
+    "optimizer_offload": "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+    "ref_param_offload": "actor_rollout_ref.ref.fsdp_config.param_offload",
+    "ref_log_prob_micro_batch_size_per_gpu": "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    "rollout_name": "actor_rollout_ref.rollout.name", "n": "actor_rollout_ref.rollout.n",
+    "temperature": "actor_rollout_ref.rollout.temperature",
+    "tensor_model_parallel_size": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
+    "rollout_log_prob_micro_batch_size_per_gpu": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    "project_name": "trainer.project_name", "nnodes": "trainer.nnodes", "n_gpus_per_node": "trainer.n_gpus_per_node",
+    "total_epochs": "trainer.total_epochs", "save_freq": "trainer.save_freq", "test_freq": "trainer.test_freq",
+    "val_before_train": "trainer.val_before_train", "max_checkpoints_to_keep": "trainer.max_actor_ckpt_to_keep",
+}
+_OTHER = {"kl_loss_type": ("low_var_kl", "mse"), "rollout_name": ("vllm", "hf")}
 
 
-def test_sft_paper_values(repo_root, tmp_path):
+def _changed(key, value, i):
+    """A value different from ``value`` and from every other key's new value (so a swap shows)."""
+    if key in _OTHER:
+        a, b = _OTHER[key]
+        return b if value == a else a
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 101 + i
+    if isinstance(value, float):
+        return round(value / 2 + 0.001 * (i + 1), 6)
+    return f"{value}-changed-{i}"
+
+
+@pytest.mark.parametrize("stage", ["skeleton_rl", "skin_rl"])
+def test_every_rl_setting_reaches_its_verl_key(repo_root, tmp_path, stage):
+    """Each key of the stage's config section, set to a value of its own, arrives at the verl key it names in
+    the composed config of that stage (GPU config). Catches a setting wired to the wrong verl key (actor vs ref
+    micro batch, the two offloads), a value that two keys swap, a stage that reads the other stage's section,
+    and a later override (CPU mode, defaults) that silently replaces a configured value."""
+    from omegaconf import OmegaConf
+
     cfg = load_config(repo_root / "config" / "paper.yaml")
-    la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                      model_path="LLM4Binary/llm4decompile-6.7b-v2", run_dir=tmp_path / "r")
+    assert cfg["device"] != "cpu"
+    section = {**cfg[stage]}
+    expected = {}
+    for i, (key, path) in enumerate(RL_KEY_MAP.items()):
+        assert key in section, f"{stage}.{key}: no longer a config key (update RL_KEY_MAP)"
+        section[key] = _changed(key, section[key], i)
+        expected[path] = section[key]
+    section["kl_coef"] = expected["actor_rollout_ref.actor.kl_loss_coef"] = 0.0375
+    hc = L.grpo_launch({**cfg, stage: section}, section, stage, train_files=tmp_path / "t.parquet",
+                       val_files=tmp_path / "v.parquet", model_path="/m", run_dir=tmp_path / stage).validate()
+    got = {path: OmegaConf.select(hc, path) for path in expected}
+    assert got == expected
+    assert hc.actor_rollout_ref.actor.use_kl_loss is True  # kl_coef > 0 turns the KL loss on
+    assert hc.trainer.experiment_name == stage and hc.trainer.device == "cuda"
+
+
+@pytest.mark.parametrize("stage", ["skeleton_rl", "skin_rl"])
+def test_reward_function_named_by_each_stage_exists_in_the_entry_file(repo_root, tmp_path, stage):
+    """verl loads ``custom_reward_function.name`` from ``.path`` by file; a renamed function fails only at the
+    first reward call of a training job. Load it as verl does and score one sample of the stage's data source."""
+    import importlib.util
+
+    from codegrpo.contracts import STAGE_DATA_SOURCE
+
+    cfg = load_config(repo_root / "config" / "paper.yaml")
+    hc = L.grpo_launch(cfg, cfg[stage], stage, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                       model_path="/m", run_dir=tmp_path / stage).validate()
+    spec = importlib.util.spec_from_file_location("custom_module", hc.custom_reward_function.path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, hc.custom_reward_function.name)
+    if stage != "skeleton_rl":  # the identifier reward needs an embedding service; the name and arity suffice
+        assert hc.reward_model.reward_manager == "batch" and fn.__name__ == "compute_score_batch"
+        return
+    gt = "int func0(int var1) { return var1; }"
+    out = fn(data_source=STAGE_DATA_SOURCE["skeleton"], solution_str=gt, ground_truth=gt, extra_info={"header": ""})
+    assert out["score"] >= 1.0 and out["compile"] == 1.0
+
+
+# config key of the sft section -> the verl fsdp_sft_trainer keys it must set
+SFT_KEY_MAP = {
+    "train_batch_size": ("data.train_batch_size",), "micro_batch_size_per_gpu": ("data.micro_batch_size_per_gpu",),
+    "max_length": ("data.max_length",), "truncation": ("data.truncation",),
+    "gradient_checkpointing": ("model.enable_gradient_checkpointing",),
+    "offload": ("model.fsdp_config.cpu_offload", "model.fsdp_config.offload_params"),
+    "lr": ("optim.lr",), "lr_scheduler": ("optim.lr_scheduler",), "warmup_steps_ratio": ("optim.warmup_steps_ratio",),
+    "weight_decay": ("optim.weight_decay",), "project_name": ("trainer.project_name",),
+    "total_epochs": ("trainer.total_epochs",), "save_freq": ("trainer.save_freq",), "test_freq": ("trainer.test_freq",),
+    "n_gpus_per_node": ("trainer.n_gpus_per_node",),
+}
+_OTHER.update({"truncation": ("right", "left"), "lr_scheduler": ("cosine", "wsd")})
+
+
+@pytest.mark.parametrize("which", ["skeleton", "skin"])
+def test_every_sft_setting_reaches_its_verl_key(repo_root, tmp_path, which):
+    """As for RL: each sft setting, changed to a value of its own, arrives at its verl key(s) and in the torchrun
+    command (GPUs per node); the trainer reads the columns the data stage writes."""
+    from omegaconf import OmegaConf
+
+    from codegrpo.data.parquet import SFT_SCHEMA
+
+    cfg = load_config(repo_root / "config" / "paper.yaml")
+    sft = {**cfg["sft"]}
+    expected = {}
+    for i, (key, paths) in enumerate(SFT_KEY_MAP.items()):
+        assert key in sft, f"sft.{key}: no longer a config key (update SFT_KEY_MAP)"
+        sft[key] = _changed(key, sft[key], i)
+        expected.update({path: sft[key] for path in paths})
+    la = L.sft_launch({**cfg, "sft": sft}, which, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
+                      model_path="/models/base", run_dir=tmp_path / "r")
     c = la.validate()
-    assert c.model.partial_pretrain == "LLM4Binary/llm4decompile-6.7b-v2"
-    assert (c.data.prompt_key, c.data.response_key) == ("prompt", "response")
-    assert c.optim.lr == 3e-6 and c.optim.lr_scheduler == "cosine" and c.optim.warmup_steps_ratio == 0.02
-    assert c.trainer.total_epochs == 2 and c.data.max_length == 2048 and c.model.strategy == "fsdp2"
-    assert "--nproc_per_node=8" in la.argv and la.argv[la.argv.index("-m", 3) + 1] == "codegrpo.verl.sft_main"
+    assert {path: OmegaConf.select(c, path) for path in expected} == expected
+    assert c.model.partial_pretrain == "/models/base" and c.trainer.experiment_name == f"sft_{which}"
+    assert [c.data.prompt_key, c.data.response_key] == SFT_SCHEMA.names
+    assert f"--nproc_per_node={sft['n_gpus_per_node']}" in la.argv
+    assert la.argv[la.argv.index("-m", 3) + 1] == "codegrpo.verl.sft_main"
 
 
 def test_cpu_mode_overrides_only_in_cpu_mode(repo_root, tmp_path):

@@ -13,7 +13,7 @@ log_to(sm.log[0])
 try:
     run_bringupbench_identifier(
         sm.input.data, sm.output[0], limit=sm.params.limit, embedding=sm.params.embedding,
-        cfg=dict(sm.params.items()),
+        cfg=dict(sm.params.items()), embedding_log=sm.log.embedding,
     )
 except Exception:
     logging.exception("eval_bringupbench failed")

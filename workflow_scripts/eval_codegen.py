@@ -41,6 +41,7 @@ try:
         timeout=p.timeout_s,
         sandbox_limits=p.sandbox,
         cfg=dict(p.items()),
+        suites=p.suites,
     )
 except Exception:
     logging.exception("eval_codegen failed")

@@ -1,4 +1,4 @@
-"""Snakemake script of rule eval_codegen_reference: the reference-solution sanity row of a code benchmark."""
+"""Snakemake script of rules eval_codegen_reference(_bcb): the reference-solution sanity row of a code benchmark."""
 
 import logging
 
@@ -17,6 +17,7 @@ try:
         timeout=sm.params.timeout_s,
         sandbox_limits=sm.params.sandbox,
         cfg=dict(sm.params.items()),
+        suites=sm.params.suites,
     )
 except Exception:
     logging.exception("eval_codegen_reference failed")

@@ -1,4 +1,4 @@
-"""Snakemake script of rule eval_decompile_baseline: the gold (sanity) or raw Ghidra row of HumanEval-Decompile."""
+"""Snakemake script of rule eval_decompile_baseline: a row without a model (gold sanity, raw Ghidra / IDA) of a decompilation benchmark."""
 
 import logging
 
@@ -10,8 +10,11 @@ log_to(sm.log[0])
 try:
     run_baseline(
         sm.wildcards.baseline,
-        sm.input.data,
+        sm.params.data,
         sm.output[0],
+        benchmark=sm.wildcards.benchmark,
+        protocol=sm.params.protocol,
+        cache_dir=sm.params.cache,
         levels=tuple(sm.params.levels),
         tasks_per_level=sm.params.tasks_per_level,
         workers=sm.threads,

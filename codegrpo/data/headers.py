@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from codegrpo.contracts import gcc_version
 from codegrpo.procgroup import run_group
 from codegrpo.io import atomic_group, atomic_open, write_json, write_jsonl
 
@@ -64,22 +65,37 @@ def run_limited(argv: list[str], timeout: float, cwd: str | os.PathLike | None =
 BUILD_DIRS: list[Path] = [Path(__file__).resolve().parents[2] / "build" / "psychec" / "bin"]
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 class PsycheC:
     """Header inference with Psyche-C's constraint generator and solver, memoised by code hash.
 
     ``gen`` / ``solver``: configured paths (or command names); None looks ``psychecgen`` and
-    ``psychecsolver-exe`` up on PATH, then in ``BUILD_DIRS``. ``available`` is False when either is missing.
+    ``psychecsolver-exe`` up on PATH, then in ``BUILD_DIRS``. ``bin_dir`` (used when neither is given): a folder
+    searched first (data generation's ``data.generate.psychec_bin``, default ``build/psychec/bin``). Paths are
+    made absolute (the tools run in a temporary folder). ``available`` is False when either is missing.
+    ``failures`` counts failed runs per reason; :meth:`failure_reason` gives the reason for one code.
     """
 
     GEN_NAME = "psychecgen"
     SOLVER_NAME = "psychecsolver-exe"
 
-    def __init__(self, gen: str | None = None, solver: str | None = None, timeout: float = 1.0):
+    def __init__(self, gen: str | None = None, solver: str | None = None, timeout: float = 1.0,
+                 bin_dir: str | os.PathLike | None = None):
         self.timeout = timeout
+        self.bin_dir = str(bin_dir) if bin_dir else None
+        if bin_dir and not gen and not solver:
+            # a configured folder first (e.g. build/psychec/bin); tools missing there are looked up on PATH
+            d = Path(bin_dir)
+            gen = str(d / self.GEN_NAME) if _executable(d / self.GEN_NAME) else None
+            solver = str(d / self.SOLVER_NAME) if _executable(d / self.SOLVER_NAME) else None
         self.gen = self._resolve(gen, self.GEN_NAME)
         self.solver = self._resolve(solver, self.SOLVER_NAME)
         self.available = self.gen is not None and self.solver is not None
         self._memo: dict[str, cf.Future] = {}
+        self._why: dict[str, str] = {}
         self._lock = threading.Lock()
         self.runs = 0
         self.memo_hits = 0
@@ -94,7 +110,8 @@ class PsycheC:
             found = shutil.which(configured)
             if found is None:
                 raise FileNotFoundError(f"configured Psyche-C executable {configured!r} not found or not executable")
-            return found
+            # the tools run in a temporary folder: a relative path (e.g. build/psychec/bin/...) must not stay one
+            return os.path.abspath(found) if os.sep in found else found
         found = shutil.which(default_name)
         if found is None:
             for d in BUILD_DIRS:
@@ -104,13 +121,19 @@ class PsycheC:
         return found
 
     def describe(self) -> dict:
-        return {"available": self.available, "psychecgen": self.gen, "psychecsolver": self.solver,
+        return {"available": self.available, "bin_dir": self.bin_dir, "psychecgen": self.gen, "psychecsolver": self.solver,
                 "timeout_s": self.timeout, "runs": self.runs, "memo_hits": self.memo_hits,
                 "failures": dict(self.failures)}
 
     def _fail(self, why: str) -> None:
         with self._lock:
             self.failures[why] = self.failures.get(why, 0) + 1
+
+    def failure_reason(self, code: str) -> str | None:
+        """Why :meth:`generate` returned None for ``code`` (e.g. ``psychecgen timeout``), None if it did not."""
+        if not self.available:
+            return "Psyche-C not available"
+        return self._why.get(hashlib.sha256(code.encode("utf-8")).hexdigest())
 
     def generate(self, code: str) -> str | None:
         """The header for ``code``, or None when Psyche-C is absent or fails (exit status, timeout, no output)."""
@@ -128,14 +151,19 @@ class PsycheC:
         if not owner:  # computed, or being computed by another thread: wait for that result
             return fut.result()
         try:
-            header = self._run(code)
+            header, why = self._run(code)
         except BaseException as exc:
             fut.set_exception(exc)
             raise
+        if why is not None:
+            self._fail(why)
+            with self._lock:
+                self._why[key] = why
         fut.set_result(header)
         return header
 
-    def _run(self, code: str) -> str | None:
+    def _run(self, code: str) -> tuple[str | None, str | None]:
+        """``(header, None)`` or ``(None, reason)``."""
         with tempfile.TemporaryDirectory(prefix="psychec-") as tmp:
             src = Path(tmp, "sample.c")
             src.write_text(code, encoding="utf-8")
@@ -147,31 +175,18 @@ class PsycheC:
                 try:
                     proc = run_limited(argv, self.timeout, cwd=tmp)
                 except ToolTimeout:
-                    self._fail(f"{name} timeout")
-                    return None
+                    return None, f"{name} timeout"
                 except OSError as exc:
-                    self._fail(f"{name} could not start: {exc.strerror}")
-                    return None
+                    return None, f"{name} could not start: {exc.strerror}"
                 if proc.returncode != 0:
-                    self._fail(f"{name} exit {proc.returncode}")
-                    return None
+                    return None, f"{name} exit {proc.returncode}"
             out = Path(tmp, "sample.h")
             if not out.is_file():
-                self._fail("psychecsolver wrote no sample.h")
-                return None
+                return None, "psychecsolver wrote no sample.h"
             try:
-                return out.read_text(encoding="utf-8")
+                return out.read_text(encoding="utf-8"), None
             except UnicodeDecodeError:
-                self._fail("sample.h not UTF-8")
-                return None
-
-
-def gcc_version(gcc: str = "gcc") -> str:
-    try:
-        out = subprocess.run([gcc, "--version"], capture_output=True, text=True, timeout=60)
-    except OSError as exc:
-        raise FileNotFoundError(f"gcc not runnable ({gcc!r}): {exc}") from None
-    return out.stdout.splitlines()[0].strip() if out.stdout else ""
+                return None, "sample.h not UTF-8"
 
 
 def gcc_syntax_check(header: str, code: str, *, gcc: str = "gcc", timeout: float = 10.0) -> tuple[bool, str]:
@@ -228,7 +243,7 @@ def validate_headers(
     psychec = psychec or PsycheC()
     workers = workers or len(os.sched_getaffinity(0))
     summary["gcc"] = gcc
-    summary["gcc_version"] = gcc_version(gcc)
+    summary["gcc_version"] = gcc_version(gcc, required=True)
     summary["gcc_timeout_s"] = gcc_timeout
     with cf.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(_check_one, r, psychec, gcc, gcc_timeout): i for i, r in enumerate(out)}

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from codegrpo.contracts import LEGACY_DATA_SOURCE_ALIASES, STAGE_DATA_SOURCE
 from codegrpo.io import atomic_group, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,8 @@ PROMPT_WRAPPERS: dict[str, tuple[str, str]] = {
     "normalized": ("# This is the normalized code:\n", "\n# What is the source code?\n"),
 }
 
-# Canonical reward-routing keys per stage. Inputs may use an alias listed in config data.data_source_aliases.
-STAGE_DATA_SOURCE = {"skeleton": "sk2decompile_structure", "skin": "sk2decompile_identifier"}
-DEFAULT_DATA_SOURCE_ALIASES = {"llm4decompile_exe": "sk2decompile_structure"}
+# Canonical reward-routing keys per stage (codegrpo.contracts.STAGE_DATA_SOURCE). Inputs may use an alias listed in
+# config data.data_source_aliases (default: codegrpo.contracts.LEGACY_DATA_SOURCE_ALIASES).
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 
@@ -195,6 +195,17 @@ def parse_verl_record(obj: dict, ds: dict, aliases: dict[str, str]) -> dict:
     }
 
 
+def source_split(obj: dict, shape: str) -> str:
+    """The train/val side a row's producer assigned (``use_source_split``): ``extra_info.split`` of a verl row,
+    ``provenance.split`` of a raw row."""
+    outer, field = ("extra_info", "extra_info.split") if shape == "verl" else ("provenance", "provenance.split")
+    holder = obj.get(outer)
+    split = holder.get("split") if isinstance(holder, dict) else None
+    if split not in ("train", "val"):
+        raise _Reject(field, f"use_source_split: expected 'train' or 'val', got {split!r}")
+    return split
+
+
 def parse_raw_record(obj: dict, ds: dict, lineno: int) -> dict:
     """Validate one raw row (configured field names) and return the canonical record fields."""
     fields = ds["fields"]
@@ -239,7 +250,7 @@ def ingest_dataset(
     """Read and validate every line of one dataset (``ds`` is its config entry)."""
     if on_bad_record not in ("error", "quarantine"):
         raise ValueError(f"on_bad_record must be 'error' or 'quarantine', got {on_bad_record!r}")
-    aliases = dict(DEFAULT_DATA_SOURCE_ALIASES if aliases is None else aliases)
+    aliases = dict(LEGACY_DATA_SOURCE_ALIASES if aliases is None else aliases)
     path = Path(ds["path"])
     if not path.is_file():
         raise FileNotFoundError(f"dataset {name!r}: input file {path} does not exist")
@@ -269,6 +280,8 @@ def ingest_dataset(
             if not isinstance(obj, dict):
                 raise _Reject("(json)", f"expected a JSON object, got {type(obj).__name__}")
             rec = parse_verl_record(obj, ds, aliases) if shape == "verl" else parse_raw_record(obj, ds, lineno)
+            if ds.get("use_source_split"):
+                rec["split"] = source_split(obj, shape)
             if rec["id"] in seen:
                 raise _Reject(rec["id_field"], f"duplicate id {rec['id']!r} (first on line {seen[rec['id']]})")
             seen[rec["id"]] = lineno

@@ -103,12 +103,15 @@ def agreement(ir: str, reference: str) -> dict:
 
 def measure_norm2code(path) -> dict:
     """Agreement over a file of shipped ``norm2code`` pairs (input = wrapped reference IR, output = source).
-    The names the reference IR kept stand for what the pseudo-code showed."""
+    The names the reference IR kept stand for what the pseudo-code showed. ``roundtrip``: how many of the
+    reference IRs this module reproduces from their own de-obfuscated text (:func:`roundtrip`), i.e. whether
+    the placeholder conventions agree independently of how far the shipped source differs from the IR's."""
     import json
 
     from codegrpo.data.ingest import unwrap_prompt
 
     per = []
+    rt = 0
     with open(path, encoding="utf-8") as fh:
         for ln in fh:
             if not ln.strip():
@@ -117,8 +120,41 @@ def measure_norm2code(path) -> dict:
             ref = unwrap_prompt("normalized", r["input"])
             ir, _ = obfuscate(r["output"], ir_kept_names(ref))
             per.append(agreement(ir, ref))
+            rt += roundtrip(ref)
     n = len(per)
-    return {"pairs": n, "exact": sum(p["exact"] for p in per),
+    return {"pairs": n, "roundtrip": rt, "exact": sum(p["exact"] for p in per),
             "placeholders_equal": sum(p["placeholders_equal"] for p in per),
             "mean_token_ratio": round(sum(p["token_ratio"] for p in per) / n, 4) if n else None,
             "mean_placeholder_ratio": round(sum(p["placeholder_ratio"] for p in per) / n, 4) if n else None}
+
+
+_PH_ANY = re.compile(r"\b(func|type|var|field)(\d+)\b")
+
+
+def deobfuscate(ir: str) -> str:
+    """A source whose only difference from ``ir`` is its names: every placeholder ``kindN`` becomes ``q<k>N_``
+    (names that are not placeholders and that no IR uses)."""
+    return _PH_ANY.sub(lambda m: f"q{m.group(1)[0]}{m.group(2)}_", ir)
+
+
+def roundtrip(ir: str) -> bool:
+    """Do this module's placeholder conventions reproduce a reference IR? ``ir``'s placeholders are renamed
+    back to ordinary names (:func:`deobfuscate`) and the result obfuscated again, keeping the names the IR kept;
+    True when that gives ``ir`` back exactly (same kinds, same numbering by first appearance, same names kept)."""
+    return obfuscate(deobfuscate(ir), ir_kept_names(ir))[0] == ir
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m codegrpo.data.obfuscate NORM2CODE.jsonl``: print :func:`measure_norm2code` as JSON."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="IR agreement of the obfuscator with shipped norm2code pairs")
+    ap.add_argument("path", help="JSONL with input = wrapped reference IR, output = source")
+    args = ap.parse_args(argv)
+    print(json.dumps(measure_norm2code(args.path), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

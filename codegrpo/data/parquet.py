@@ -24,7 +24,8 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from codegrpo.data.ingest import STAGE_DATA_SOURCE, wrap_prompt
+from codegrpo.contracts import STAGE_DATA_SOURCE
+from codegrpo.data.ingest import wrap_prompt
 from codegrpo.io import atomic_group, atomic_path, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,13 @@ def split_key(rec: dict) -> str:
 
 
 def assign_train_val(records: list[dict], val_fraction: float, seed: int) -> dict[str, str]:
-    return assign_slices((split_key(r) for r in records), {"val": val_fraction}, seed)
+    """train/val per record key: the split a record brought from its file (``use_source_split``), else a hash of
+    its key; hashing keeps both sides non-empty."""
+    out = {split_key(r): r["split"] for r in records if r.get("split") in ("train", "val")}
+    rest = [r for r in records if split_key(r) not in out]
+    if rest:
+        out.update(assign_slices((split_key(r) for r in rest), {"val": val_fraction}, seed))
+    return out
 
 
 def rl_row(rec: dict, stage: str, split: str) -> dict:

@@ -12,7 +12,6 @@ import datetime as _dt
 import hashlib
 import json
 import platform
-import subprocess
 from typing import Any
 
 
@@ -20,14 +19,6 @@ def config_hash(cfg: Any) -> str:
     """A short, stable hash of a (JSON-serialisable) config section."""
     blob = json.dumps(cfg, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
-
-
-def gcc_version() -> str:
-    try:
-        out = subprocess.run(["gcc", "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "unavailable"
-    return out.splitlines()[0] if out else "unknown"
 
 
 def training_runs(*model_dirs) -> dict:

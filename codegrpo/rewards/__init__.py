@@ -1,16 +1,23 @@
-"""Reward registry: one scorer per ``data_source`` key.
+"""The reward table: one scorer per ``data_source`` key, imported on first use.
 
-A scorer is registered with :func:`register` and looked up by the ``data_source`` of a sample (the verl RL row's
-``data_source`` column). Two entry points mirror verl's reward managers:
+:data:`REWARD_TABLE` maps each data_source key (:mod:`codegrpo.contracts`) to a :class:`RewardSpec`: the module
+and function names of its scorer and its component keys. Nothing is imported until a key is first scored
+(like verl's ``default_compute_score`` dispatcher, which imports a reward module inside the branch of its data
+source): importing this package imports no reward module, no torch and no verl, and scoring ``kodcode`` never
+imports the compile engine. Reward modules do not import this package.
+
+Two entry points mirror verl's reward managers:
 
 * :func:`compute_score` — one sample (the naive manager's keyword signature);
 * :func:`compute_score_batch` — a whole batch (the batch manager's signature). Samples are grouped by data source
   and each scorer's batch function is called **once** with all of its samples, so scorers that need the whole
   batch (deduplicated compile checks, one embedding request, batch-relative rewards) see it.
 
-Every result is a dict with ``"score"`` plus a fixed set of component keys per data source (verl turns every
-key into a per-sample array, so all samples must carry the same keys). When one batch mixes data sources,
-:func:`compute_score_batch` returns the union of their keys, a component a scorer does not produce being ``0.0``.
+Every result is a dict with ``"score"`` plus the fixed component keys of its data source (verl turns every
+key into a per-sample array, so all samples must carry the same keys; a scorer that returns other keys is an
+error). When one batch mixes data sources, :func:`compute_score_batch` returns the union of their keys, a
+component a scorer does not produce being ``0.0``. An unknown data source is an
+:class:`UnknownDataSourceError` that lists the known keys.
 
 Scorer functions:
 
@@ -20,8 +27,8 @@ Scorer functions:
 Either may be omitted: a missing batch function loops over ``score_fn``; a missing single function calls
 ``batch_fn`` with a batch of one. A plain number result becomes ``{"score": float(x)}``.
 
-Built-in scorers (``codegrpo.rewards.sk2d`` and, when present, ``codegrpo.rewards.dhrcl``) register themselves
-on the first lookup, so importing this package stays cheap (no torch, no verl).
+:func:`register` adds a scorer given as callables at run time (tests, experiments); it cannot replace a key of
+the table.
 """
 
 from __future__ import annotations
@@ -29,11 +36,23 @@ from __future__ import annotations
 import importlib
 import threading
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from codegrpo.contracts import (
+    KODCODE,
+    LLM4DECOMPILE_EXE,
+    SK2D_IDENTIFIER,
+    SK2D_STRUCTURE,
+    SK2D_STRUCTURE_SIM,
+    TOY_TARGET_CHARS,
+)
 
 __all__ = [
     "RewardError",
     "UnknownDataSourceError",
+    "RewardSpec",
+    "REWARD_TABLE",
     "register",
     "unregister",
     "registered",
@@ -56,20 +75,44 @@ def forward_env(environ=None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if k.startswith(FORWARD_ENV_PREFIXES)}
 
-# Modules that register built-in scorers; imported lazily on the first lookup. A module that does not exist
-# (yet) is skipped; one that exists but fails to import raises.
-BUILTIN_MODULES: tuple[str, ...] = ("codegrpo.rewards.sk2d", "codegrpo.rewards.dhrcl", "codegrpo.rewards.toy")
-
 
 class RewardError(RuntimeError):
-    """A scorer returned something the registry cannot hand to verl, or was registered inconsistently."""
+    """A scorer returned something that cannot be handed to verl, or a table entry names no function."""
 
 
 class UnknownDataSourceError(KeyError):
-    """No scorer is registered for a data source; the message names it and the registered keys."""
+    """No scorer for a data source; the message names it and the known keys."""
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
         return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """Where a data source's scorer lives: ``module`` and the names of its functions in it (at least one)."""
+
+    module: str
+    score: str | None = None  # single-sample function
+    batch: str | None = None  # batch function
+    keys: tuple[str, ...] = ()  # component keys besides "score" (every result must carry exactly these)
+
+
+_STRUCTURE = RewardSpec("codegrpo.rewards.sk2d", "exe_type_score", "exe_type_batch", ("compile", "type_jaccard"))
+
+#: data_source -> scorer. Keys sharing one spec share one scorer (``llm4decompile_exe`` is the legacy name of
+#: ``sk2decompile_structure``).
+REWARD_TABLE: Mapping[str, RewardSpec] = MappingProxyType({
+    SK2D_STRUCTURE: _STRUCTURE,
+    LLM4DECOMPILE_EXE: _STRUCTURE,
+    SK2D_STRUCTURE_SIM: RewardSpec("codegrpo.rewards.sk2d", "sim_exe_score", "sim_exe_batch",
+                                   ("compile", "token_jaccard")),
+    SK2D_IDENTIFIER: RewardSpec("codegrpo.rewards.sk2d", "identifier_score", "identifier_batch",
+                                ("cosine", "embedded")),
+    KODCODE: RewardSpec("codegrpo.rewards.dhrcl", batch="score_batch",
+                        keys=("r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
+                              "all_passed", "timed_out")),
+    TOY_TARGET_CHARS: RewardSpec("codegrpo.rewards.toy", score="score", keys=("target_share", "length")),
+})
 
 
 @dataclass
@@ -134,9 +177,15 @@ class Scorer:
         return [self._normalise(data_source, r) for r in out]
 
 
-_REGISTRY: dict[str, Scorer] = {}
-_BUILTINS_LOADED = False
-_LOAD_LOCK = threading.RLock()
+_LOCK = threading.RLock()
+_LOADED: dict[RewardSpec, Scorer] = {}  # table scorers imported so far
+_EXTRA: dict[str, Scorer] = {}  # scorers added with register()
+
+
+def _declared(keys: Sequence[str] | None) -> tuple[str, ...] | None:
+    if keys is None:
+        return None
+    return ("score",) + tuple(k for k in keys if k != "score")
 
 
 def register(
@@ -146,10 +195,10 @@ def register(
     aliases: Iterable[str] = (),
     keys: Sequence[str] | None = None,
 ) -> Scorer:
-    """Register a scorer under ``data_source`` (and each alias). Re-registering a key replaces it.
+    """Add a scorer given as callables under ``data_source`` (and each alias); re-registering replaces it.
 
-    ``keys`` optionally declares the component keys up front (``"score"`` is added); otherwise they are fixed by
-    the first result.
+    Keys of :data:`REWARD_TABLE` cannot be replaced. ``keys`` optionally declares the component keys up front
+    (``"score"`` is added); otherwise they are fixed by the first result.
     """
     if not isinstance(data_source, str) or not data_source:
         raise ValueError(f"data_source must be a non-empty str, got {data_source!r}")
@@ -158,52 +207,62 @@ def register(
     for fn, what in ((score_fn, "score_fn"), (batch_fn, "batch_fn")):
         if fn is not None and not callable(fn):
             raise TypeError(f"register({data_source!r}): {what} is not callable: {fn!r}")
-    declared = None
-    if keys is not None:
-        declared = ("score",) + tuple(k for k in keys if k != "score")
     aliases = tuple(aliases)
-    scorer = Scorer(data_source, score_fn, batch_fn, aliases, declared)
-    with _LOAD_LOCK:
+    for key in (data_source,) + aliases:
+        if key in REWARD_TABLE:
+            raise ValueError(f"register({key!r}): {key!r} is a key of the reward table (codegrpo.rewards."
+                             "REWARD_TABLE); change the table instead")
+    scorer = Scorer(data_source, score_fn, batch_fn, aliases, _declared(keys))
+    with _LOCK:
         for key in (data_source,) + aliases:
-            _REGISTRY[key] = scorer
+            _EXTRA[key] = scorer
     return scorer
 
 
 def unregister(data_source: str) -> None:
-    """Remove ``data_source`` (only that key; aliases registered with it stay)."""
-    with _LOAD_LOCK:
-        _REGISTRY.pop(data_source, None)
-
-
-def _load_builtins() -> None:
-    global _BUILTINS_LOADED
-    if _BUILTINS_LOADED:
-        return
-    with _LOAD_LOCK:
-        if _BUILTINS_LOADED:
-            return
-        for mod in BUILTIN_MODULES:
-            try:
-                importlib.import_module(mod)
-            except ModuleNotFoundError as exc:
-                if exc.name != mod:  # the module exists but one of its imports is missing: a real error
-                    raise
-        _BUILTINS_LOADED = True
+    """Remove a key added with :func:`register` (only that key; aliases registered with it stay)."""
+    with _LOCK:
+        _EXTRA.pop(data_source, None)
 
 
 def registered() -> list[str]:
-    """All registered data_source keys (aliases included), sorted."""
-    _load_builtins()
-    return sorted(_REGISTRY)
+    """All known data_source keys (the table's and registered ones), sorted; imports no reward module."""
+    return sorted(set(REWARD_TABLE) | set(_EXTRA))
+
+
+def _load(data_source: str, spec: RewardSpec) -> Scorer:
+    with _LOCK:
+        scorer = _LOADED.get(spec)
+        if scorer is not None:
+            return scorer
+        module = importlib.import_module(spec.module)
+        fns = []
+        for name in (spec.score, spec.batch):
+            fn = None
+            if name is not None:
+                fn = getattr(module, name, None)
+                if not callable(fn):
+                    raise RewardError(f"reward table entry {data_source!r}: {spec.module}.{name} is not a function")
+            fns.append(fn)
+        if fns == [None, None]:
+            raise RewardError(f"reward table entry {data_source!r} names no function of {spec.module}")
+        keys = [k for k, v in REWARD_TABLE.items() if v is spec] or [data_source]
+        canonical, aliases = keys[0], tuple(keys[1:])
+        scorer = Scorer(canonical, fns[0], fns[1], aliases, _declared(spec.keys))
+        _LOADED[spec] = scorer
+        return scorer
 
 
 def get_scorer(data_source: str) -> Scorer:
-    _load_builtins()
+    """The scorer of ``data_source``, importing its module on first use."""
+    spec = REWARD_TABLE.get(data_source) if isinstance(data_source, str) else None
+    if spec is not None:
+        return _load(data_source, spec)
     try:
-        return _REGISTRY[data_source]
+        return _EXTRA[data_source]
     except (KeyError, TypeError):
         raise UnknownDataSourceError(
-            f"no reward registered for data_source {data_source!r}; registered: {', '.join(sorted(_REGISTRY))}"
+            f"no reward for data_source {data_source!r}; known data sources: {', '.join(registered())}"
         ) from None
 
 

@@ -194,15 +194,6 @@ def limit_prefix(memory_mb: int | None, fsize_mb: int | None) -> list[str]:
 _WARNED: dict[str, bool] = {}
 
 
-def gcc_version() -> str:
-    """First line of ``gcc --version`` (e.g. ``gcc (Debian 12.2.0-14+deb12u1) 12.2.0``), or '' if gcc is missing."""
-    try:
-        out = subprocess.run([GCC, "--version"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.splitlines()[0].strip() if out else ""
-
-
 def gcc_major() -> int | None:
     try:
         out = subprocess.run([GCC, "-dumpversion"], capture_output=True, text=True, timeout=10).stdout.strip()

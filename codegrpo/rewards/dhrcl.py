@@ -1,13 +1,14 @@
 """DHRCL rewards for KodCode (dense hierarchical rewards, combined per curriculum stage).
 
-Components of one completion ``y`` (its code is the last fenced ```python block when there is one):
+Components of one completion ``y`` (its program is :func:`codegrpo.contracts.extract_code` of the text: the last
+```python block, else the last bare ``` block, else the whole text when it has no fence; docs/dhrcl.md):
 
 * ``r_syntax``: tree-sitter (Python grammar) top-level units of the module; a unit is valid iff its subtree has
   no error node; weights are the units' token lengths (policy tokenizer when given, else bytes);
   ``sum(w v) / sum(w)``, 0 when no unit.
 * ``r_exec``: 1 if the solution module imports (runs) without error within the sandbox limits; an empty or
   comment-only completion is not a program and scores 0.
-* ``r_pass``: passed / collected tests (KodCode's pytest harness in :mod:`codegrpo.execution`).
+* ``r_pass``: passed / collected tests (KodCode's pytest harness in :mod:`codegrpo.sandbox`).
 * ``r_ast``: similarity of normalised ASTs against the reference solution (``1 - TED / max size`` with apted,
   node-capped; or Jaccard over parent->child node-type pairs); 0 if ``y`` does not parse strictly.
 
@@ -33,14 +34,14 @@ import ast
 import builtins
 import logging
 import os
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from codegrpo.contracts import extract_code
+
 log = logging.getLogger(__name__)
 
-DATA_SOURCE = "kodcode"
 VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
             "static_dense")
 RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
@@ -118,20 +119,7 @@ def current_stage(cfg: DHRCLRewardConfig) -> int:
 # ---------------------------------------------------------------------------------------------------------
 # Code extraction
 # ---------------------------------------------------------------------------------------------------------
-_FENCE = re.compile(r"```[ \t]*(python3?|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
-
-
-def extract_code(completion: str) -> str:
-    """The last fenced ```python block of a completion (an unterminated last block counts), else the text.
-
-    A completion that is not a string (None, bytes, a number: never produced by verl's decoding) is no program.
-    """
-    if not isinstance(completion, str):
-        return ""
-    blocks = _FENCE.findall(completion)
-    if blocks:
-        return blocks[-1][1].strip("\n")
-    return completion.strip("\n")
+# codegrpo.contracts.extract_code: the same program evaluation (codegrpo.eval.codegen) reads.
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -381,9 +369,9 @@ def _reference(gt: Any, extra: dict | None) -> tuple[str, str]:
 def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], cfg: DHRCLRewardConfig,
                sandbox=None) -> list[dict[str, float]]:
     """The four components of every sample (tests run in parallel on the sandbox pool, duplicates once)."""
-    from codegrpo import execution
+    from codegrpo.sandbox import default_sandbox
 
-    sb = sandbox or execution.default_sandbox()
+    sb = sandbox or default_sandbox()
     uniq: dict[tuple[str, str], int] = {}
     for c, t in zip(codes, tests):
         uniq.setdefault((c, t), len(uniq))
@@ -405,7 +393,7 @@ def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], 
 
 def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[dict | None],
                 sandbox=None, **kwargs) -> list[dict[str, float]]:
-    """Registry batch function for ``kodcode``: one result dict per sample, all with :data:`RESULT_KEYS`."""
+    """Batch scorer of ``kodcode`` (the reward table's entry): one result dict per sample, all with :data:`RESULT_KEYS`."""
     cfg = DHRCLRewardConfig.from_kwargs(kwargs)
     stage = current_stage(cfg)
     codes = [extract_code(s) for s in solution_strs]
@@ -419,12 +407,3 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extr
                "all_passed": comp["all_passed"], "timed_out": comp["timed_out"]}
         out.append({k: float(res[k]) for k in RESULT_KEYS})
     return out
-
-
-def _register() -> None:
-    from codegrpo.rewards import register
-
-    register(DATA_SOURCE, batch_fn=score_batch, keys=RESULT_KEYS)
-
-
-_register()

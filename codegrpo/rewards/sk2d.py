@@ -1,4 +1,5 @@
-"""SK²Decompile rewards, with the reference semantics (``sk2decompile.md`` §2), and their registry entries.
+"""SK²Decompile rewards, with the reference semantics (``sk2decompile.md`` §2); their data sources route here
+through the reward table (:data:`codegrpo.rewards.REWARD_TABLE`).
 
 | data_source | reward | components (always present) |
 |---|---|---|
@@ -18,7 +19,6 @@ import math
 import re
 from typing import Any, Sequence
 
-from codegrpo.rewards import register
 from codegrpo.rewards.compile import c_parser, compile_reference, default_engine
 
 # --------------------------------------------------------------------------------------------------------------
@@ -266,23 +266,12 @@ def identifier_score(solution_str, ground_truth, extra_info=None, **kwargs) -> d
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Registry entries
+# Single-sample scorers (the reward table's ``score`` functions): a batch of one
 # --------------------------------------------------------------------------------------------------------------
 
-STRUCTURE = "sk2decompile_structure"
-STRUCTURE_SIM = "sk2decompile_structure_sim"
-IDENTIFIER = "sk2decompile_identifier"
-LEGACY_STRUCTURE = "llm4decompile_exe"  # the data_source of the shipped RL examples
-
-
-def _exe_type_single(solution_str, ground_truth, extra_info=None, **kwargs):
+def exe_type_score(solution_str, ground_truth, extra_info=None, **kwargs):
     return exe_type_batch([solution_str], [ground_truth], [extra_info], **kwargs)[0]
 
 
-def _sim_exe_single(solution_str, ground_truth, extra_info=None, **kwargs):
+def sim_exe_score(solution_str, ground_truth, extra_info=None, **kwargs):
     return sim_exe_batch([solution_str], [ground_truth], [extra_info], **kwargs)[0]
-
-
-register(STRUCTURE, _exe_type_single, exe_type_batch, aliases=(LEGACY_STRUCTURE,), keys=("compile", "type_jaccard"))
-register(STRUCTURE_SIM, _sim_exe_single, sim_exe_batch, keys=("compile", "token_jaccard"))
-register(IDENTIFIER, identifier_score, identifier_batch, keys=("cosine", "embedded"))

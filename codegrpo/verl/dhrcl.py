@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from codegrpo.contracts import KODCODE
 from codegrpo.curriculum import CurriculumConfig, CurriculumController
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,14 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
 BASELINE_REWARDS = ("binary", "pass_rate", "static_dense")
 
 
-def run_name(variant: str) -> str:
-    return f"dhrcl-{variant}"
+def run_name(variant: str, seed: int | None = None) -> str:
+    """``dhrcl-<variant>``, or with a seed the per-seed run ``dhrcl-<variant>-seed<seed>`` (the pipeline's runs)."""
+    return f"dhrcl-{variant}" if seed is None else f"dhrcl-{variant}-seed{int(seed)}"
+
+
+def _seeded(cfg: Mapping[str, Any], seed: int | None) -> Mapping[str, Any]:
+    """The config of one seed's run: ``seed`` (verl's trainer.seed and data.seed) set to the run's seed."""
+    return cfg if seed is None else {**cfg, "seed": int(seed)}
 
 
 def resolve_variant(dcfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
@@ -195,7 +202,7 @@ def load_settings(path: str | os.PathLike | None = None) -> dict:
     return load_run_settings(path)["extra"]
 
 
-def validation_components(metrics: Mapping[str, float], data_source: str = "kodcode") -> dict[str, float]:
+def validation_components(metrics: Mapping[str, float], data_source: str = KODCODE) -> dict[str, float]:
     """``val-*/<data_source>/<component>/mean@N`` → ``{component: value}`` (largest N when several)."""
     best: dict[str, tuple[int, float]] = {}
     for k, v in metrics.items():
@@ -367,22 +374,28 @@ def dhrcl_sandbox_env(cfg: Mapping[str, Any]) -> dict[str, str]:
 
 
 def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
-                 val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike):
-    """The GRPO launch of run ``dhrcl-<variant>``, writing its settings.json (validate with ``.validate()``)."""
+                 val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
+                 seed: int | None = None):
+    """The GRPO launch of run ``dhrcl-<variant>`` (``-seed<seed>`` with a seed), writing its settings.json
+    (validate with ``.validate()``)."""
     from codegrpo.verl import stages
 
+    cfg = _seeded(cfg, seed)
     hook = DhrclHook(variant)
     run_dir = Path(run_dir).resolve()
-    settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant), train_files=train_files,
+    settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
                                    val_files=val_files, init_model=init_model, run_dir=run_dir, hook=hook)
     stages.prepare_run_dir(run_dir, settings)
     return stages.settings_launch(cfg, settings, run_dir, env=dhrcl_sandbox_env(cfg), hook=hook)
 
 
 def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
-              val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike) -> dict:
+              val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
+              seed: int | None = None) -> dict:
     """Train run ``dhrcl-<variant>`` with GRPO on KodCode (the shared lifecycle
     :func:`codegrpo.verl.stages.run_grpo` with :class:`DhrclHook`); returns its done.json record.
+    With ``seed``, the run is ``dhrcl-<variant>-seed<seed>`` and trains with that seed (config ``seed``:
+    verl's trainer and data seeds; recorded in settings.json).
 
     Run folder: ``settings.json`` (resolved settings, DHRCL's under ``extra``), ``config.json``,
     ``curriculum.json`` (controller state), ``checkpoints/``, ``train.log``, ``metrics.jsonl``, ``hf/``,
@@ -390,6 +403,7 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
     """
     from codegrpo.verl.stages import run_grpo
 
-    return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant), train_files=train_files,
+    cfg = _seeded(cfg, seed)
+    return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
                     val_files=val_files, init_model=init_model, run_dir=run_dir, env=dhrcl_sandbox_env(cfg),
                     hook=DhrclHook(variant))

@@ -310,7 +310,7 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
 
 def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
     """The reward kwargs that score skeleton_rl's data source with the configured ``structure_reward``."""
-    from codegrpo.rewards.sk2d import LEGACY_STRUCTURE, STRUCTURE, STRUCTURE_SIM
+    from codegrpo.contracts import LLM4DECOMPILE_EXE, SK2D_STRUCTURE, SK2D_STRUCTURE_SIM
     from codegrpo.verl.launch import fmt
 
     choice = section.get("structure_reward", "exe_type")
@@ -320,7 +320,8 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
         raise ValueError(f"{stage}.structure_reward must be exe_type or sim_exe, got {choice!r}")
     if stage != "skeleton_rl":
         raise ValueError(f"{stage}.structure_reward: sim_exe applies to skeleton_rl only")
-    return [f"+custom_reward_function.reward_kwargs.data_source_map={fmt({STRUCTURE: STRUCTURE_SIM, LEGACY_STRUCTURE: STRUCTURE_SIM})}"]
+    routes = {SK2D_STRUCTURE: SK2D_STRUCTURE_SIM, LLM4DECOMPILE_EXE: SK2D_STRUCTURE_SIM}
+    return [f"+custom_reward_function.reward_kwargs.data_source_map={fmt(routes)}"]
 
 
 def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,

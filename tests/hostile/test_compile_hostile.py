@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -183,6 +184,22 @@ def test_include_stdin_does_not_wait_on_the_parent_stdin(mode, tmp_path):
     assert res["scores"][0] == res["scores"][1] == 2.0, res
 
 
+# A gcc program (driver, cc1, as, ld ...; possibly with a target prefix or version suffix) as argv[0].
+_GCC_PROGRAM = re.compile(r"^(?:[\w.]+-)*(?:gcc|cc|cc1|cc1plus|as|collect2|ld)(?:-[\d.]+)?$")
+
+
+def _gcc_pids_in(root: Path) -> list[str]:
+    """PIDs of the processes inside ``root`` that already *are* a gcc program. A process the engine has just
+    forked is still a copy of this interpreter, and ``prlimit`` applies its limits before it execs gcc: only
+    after that exec does the command line name gcc, so only then do its limits show the engine's."""
+    out = []
+    for entry in _descendants_in(root):
+        pid, cmd = entry.split(": ", 1)
+        if _GCC_PROGRAM.match(os.path.basename(cmd.split(" ", 1)[0])):
+            out.append(pid)
+    return out
+
+
 def _memory_limit_bytes(pid: str) -> float:
     """The smaller of the address-space and data-size limits of a process (inf when unlimited)."""
     lim = float("inf")
@@ -204,10 +221,10 @@ def test_gcc_runs_under_a_memory_limit(tmp_path):
         t = threading.Thread(target=engine.compile_sources, args=([HOSTILE["macro_exponential"][0]],))
         t.start()
         while t.is_alive() and not limits:
-            for entry in _descendants_in(scratch):
+            for pid in _gcc_pids_in(scratch):
                 try:
-                    limits.append(_memory_limit_bytes(entry.split(":")[0]))
-                except OSError:
+                    limits.append(_memory_limit_bytes(pid))
+                except OSError:  # it ended meanwhile
                     pass
             time.sleep(0.05)
         t.join()

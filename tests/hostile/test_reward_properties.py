@@ -225,7 +225,7 @@ def kodcode_row(data_dir):
 
 @pytest.fixture(scope="module")
 def kodcode_sandbox():
-    from codegrpo.execution import Sandbox, SandboxLimits
+    from codegrpo.sandbox import Sandbox, SandboxLimits
 
     with Sandbox(SandboxLimits(wall_s=10, cpu_s=10), workers=2) as sb:
         yield sb

@@ -17,7 +17,8 @@ import uuid
 
 import pytest
 
-from codegrpo import execution as ex
+from codegrpo import sandbox as ex
+from codegrpo.sandbox.supervisor import TRUNC_MARK, UID_RANGE
 
 pytestmark = pytest.mark.hostile
 
@@ -58,7 +59,7 @@ def _marker_pids(marker: str) -> list[int]:
 
 
 def _sandbox_uid_pids() -> list[int]:
-    lo, hi = ex._UID_RANGE
+    lo, hi = UID_RANGE
     out = []
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -296,14 +297,14 @@ def test_python_huge_stdout(sandbox):
     # stopped at the file-size limit (Python ignores SIGXFSZ, so the write fails with EFBIG instead)
     assert not res.executed and not res.timed_out
     assert res.signal == signal.SIGXFSZ or "File too large" in (res.error or "")
-    assert len(res.stdout) <= 4096 + len(ex._TRUNC_MARK) and res.stdout.endswith(ex._TRUNC_MARK)
+    assert len(res.stdout) <= 4096 + len(TRUNC_MARK) and res.stdout.endswith(TRUNC_MARK)
 
 
 def test_c_huge_stdout(sandbox):
     src = '#include <stdio.h>\nint main(void){ for(;;) fputs("yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\\n", stdout); }\n'
     res = sandbox.run_binary(src, timeout_s=10)
     assert not res.ok and res.signal == signal.SIGXFSZ and not res.timed_out
-    assert len(res.stdout) <= 4096 + len(ex._TRUNC_MARK)
+    assert len(res.stdout) <= 4096 + len(TRUNC_MARK)
 
 
 def test_mechanism_in_use_is_reported():

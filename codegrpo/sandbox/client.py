@@ -1,0 +1,438 @@
+"""The host side of the sandbox: a pool of supervisors and the job API the rest of the code uses.
+
+:class:`Sandbox` starts *supervisors* (:mod:`codegrpo.sandbox.supervisor`, under ``bwrap`` when available:
+:mod:`codegrpo.sandbox.bwrap`) and sends them jobs as JSON lines: KodCode's pytest harness
+(:meth:`Sandbox.run_tests`, :meth:`Sandbox.run_tests_many`), C compilation (:meth:`Sandbox.compile_c`) and
+compiled programs (:meth:`Sandbox.run_binary`). ``mode="server"`` keeps each supervisor alive as a fork server
+with pytest already imported, so a job costs a ``fork``; ``mode="fresh"`` starts a new supervisor per job (the
+baseline measured by ``benchmarks/bench_sandbox.py``); both run the same job code under the same isolation.
+
+:func:`make_sandbox` builds a pool from the config's ``sandbox`` section; :func:`default_sandbox` is the
+process-wide pool the rewards use (configured through ``CODEGRPO_SANDBOX_LIMITS`` / ``CODEGRPO_SANDBOX_WORKERS``).
+
+Every supervisor is started with :func:`codegrpo.procgroup.popen_group` and stopped with ``stop_group``. Its
+stderr is kept in a temporary file: when a supervisor dies without answering, the error carries its exit status
+and the end of that stderr (e.g. ``bwrap: execvp ...: No such file or directory``); before a supervisor starts,
+:func:`codegrpo.sandbox.bwrap.check_reachable` refuses a sandbox that could not see its interpreter or files.
+
+Standard library (and :mod:`codegrpo.procgroup`) only.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import dataclasses
+import json
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from codegrpo.procgroup import popen_group, stop_group
+from codegrpo.sandbox import bwrap
+from codegrpo.sandbox.bwrap import sandbox_info
+from codegrpo.sandbox.types import (CompileResult, ExecResult, PytestResult, SandboxError, SandboxInfo,
+                                    SandboxLimits)
+
+__all__ = ["Sandbox", "make_sandbox", "default_sandbox", "run_tests", "run_binary", "compile_c",
+           "kodcode_test_file", "count_test_functions"]
+
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_STDERR_TAIL = 2000  # bytes of a dead supervisor's stderr quoted in the error
+
+
+def _supervisor_env(interp: str, pidns: bool, private_uid: bool) -> dict[str, str]:
+    env = {"CODEGRPO_SANDBOX_UID": "1" if private_uid else "0", "PATH": f"{os.path.dirname(interp)}:{_SAFE_PATH}",
+           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "HOME": "/nonexistent"}
+    if pidns:
+        env["CODEGRPO_SANDBOX_PIDNS"] = "1"
+    return env
+
+
+class _Supervisor:
+    """One supervisor process; it runs jobs one at a time (fork server) or exactly one (fresh)."""
+
+    def __init__(self, info: SandboxInfo, oneshot: bool):
+        self.info = info
+        self.oneshot = oneshot
+        self.proc: subprocess.Popen | None = None
+        self.workspace: str | None = None
+        self.lock = threading.Lock()
+        self._buf = b""
+        self._stderr = None  # the supervisor's stderr (a host temporary file)
+
+    def command(self, workspace: str) -> list[str]:
+        """The supervisor's command line; refuses (SandboxError naming the path) what the sandbox cannot reach."""
+        interp = bwrap.interpreter()
+        files = {"Python interpreter": interp, **bwrap.SUPERVISOR_FILES}
+        py = [interp, "-I", bwrap.SUPERVISOR_FILES["sandbox supervisor"], "--oneshot" if self.oneshot else "--serve",
+              workspace]
+        if self.info.mechanism != "bwrap":
+            for what, path in files.items():
+                if not os.path.exists(path):
+                    raise SandboxError(f"{what} {path} does not exist")
+            return py
+        plan = bwrap.plan_mounts()
+        bwrap.check_reachable(plan, files)
+        return bwrap.bwrap_argv(workspace, plan) + ["--"] + py
+
+    def start(self) -> None:
+        base = os.environ.get("CODEGRPO_SANDBOX_DIR") or None
+        if base:
+            os.makedirs(base, exist_ok=True)
+        self.workspace = tempfile.mkdtemp(prefix="codegrpo-sbx-", dir=base)
+        os.chmod(self.workspace, 0o711)
+        try:
+            argv = self.command(self.workspace)
+        except BaseException:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+            self.workspace = None
+            raise
+        self._stderr = tempfile.TemporaryFile(prefix="codegrpo-sbx-stderr-")
+        env = _supervisor_env(bwrap.interpreter(), self.info.mechanism == "bwrap", self.info.private_uid)
+        self.proc = popen_group(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
+                                cwd=self.workspace, close_fds=True)
+        self._buf = b""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _died(self, what: str) -> SandboxError:
+        """The error for a supervisor that is gone: ``what``, its exit status and the end of its stderr."""
+        proc = self.proc
+        status = None
+        if proc is not None:
+            try:
+                status = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        tail = ""
+        if self._stderr is not None:
+            try:
+                self._stderr.seek(0, os.SEEK_END)
+                size = self._stderr.tell()
+                self._stderr.seek(max(0, size - _STDERR_TAIL))
+                tail = self._stderr.read().decode("utf-8", "replace").strip()
+            except (OSError, ValueError):
+                pass
+        self.close()
+        msg = what + (f" (exit status {status})" if status is not None else "")
+        return SandboxError(msg + (f": {tail}" if tail else ": it wrote nothing on stderr"))
+
+    def request(self, req: dict, timeout_s: float) -> dict:
+        if not self.alive():
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise self._died(f"sandbox supervisor died before the job ({exc})") from exc
+        deadline = time.monotonic() + timeout_s
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise SandboxError(f"sandbox supervisor gave no answer within {timeout_s:.0f} s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    raise self._died("sandbox supervisor exited without an answer")
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        if self.oneshot:
+            self.close()
+        return json.loads(line)
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            try:
+                if proc.stdin:
+                    proc.stdin.close()
+            except OSError:
+                pass
+            stop_group(proc, grace_s=5.0, term=None)  # EOF on stdin asks it to finish
+            if proc.stdout:
+                proc.stdout.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self.workspace:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+            self.workspace = None
+
+
+class Sandbox:
+    """A pool of sandbox supervisors.
+
+    ``mode="server"`` (default) keeps each supervisor alive with pytest imported and forks one job at a time;
+    ``mode="fresh"`` starts a new supervisor (a new interpreter) for every job. ``workers`` supervisors run
+    jobs in parallel when called from several threads (see :meth:`run_tests_many`).
+    """
+
+    def __init__(self, limits: SandboxLimits | None = None, mode: str = "server", workers: int = 1):
+        if mode not in ("server", "fresh"):
+            raise ValueError(f"sandbox mode must be 'server' or 'fresh', got {mode!r}")
+        self.limits = limits or SandboxLimits()
+        self.mode = mode
+        self.info = sandbox_info()
+        self._sups = [_Supervisor(self.info, oneshot=(mode == "fresh")) for _ in range(max(1, int(workers)))]
+        self._free = list(self._sups)
+        self._cv = threading.Condition()
+        self._closed = False
+
+    @property
+    def mechanism(self) -> str:
+        return f"{self.info.mechanism}{'+uid' if self.info.private_uid else ''}/{self.mode}"
+
+    # -- pool --------------------------------------------------------------------------------------------
+    def _acquire(self) -> _Supervisor:
+        with self._cv:
+            while not self._free:
+                self._cv.wait()
+            return self._free.pop()
+
+    def _release(self, sup: _Supervisor) -> None:
+        with self._cv:
+            self._free.append(sup)
+            self._cv.notify()
+
+    def _submit(self, req: dict, budget_s: float) -> dict:
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        sup = self._acquire()
+        try:
+            with sup.lock:
+                try:
+                    return sup.request(req, budget_s + 30.0)
+                except SandboxError:
+                    # One retry on a fresh supervisor: the job itself cannot kill its supervisor (different uid),
+                    # but the host may be under memory pressure.
+                    sup.close()
+                    return sup.request(req, budget_s + 30.0)
+        finally:
+            self._release(sup)
+
+    def close(self) -> None:
+        self._closed = True
+        for sup in self._sups:
+            with sup.lock:
+                sup.close()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- jobs --------------------------------------------------------------------------------------------
+    def run_tests(self, solution_code: str, test_code: str, timeout_s: float | None = None,
+                  limits: SandboxLimits | None = None) -> PytestResult:
+        """KodCode's harness: ``solution.py`` + ``test_solution.py`` (``from solution import *`` + tests), pytest."""
+        lim = (limits or self.limits).with_timeout(timeout_s)
+        files = {"solution.py": _b64(solution_code), "test_solution.py": _b64(kodcode_test_file(test_code))}
+        req = {"steps": [{"kind": "pytest", "limits": dataclasses.asdict(lim)}], "files": files, "collect": []}
+        t0 = time.monotonic()
+        resp = self._submit(req, lim.wall_s)
+        step = resp["steps"][0]
+        return _pytest_result(step, test_code, time.monotonic() - t0, self.mechanism)
+
+    def run_tests_many(self, items: Sequence[tuple[str, str]], timeout_s: float | None = None,
+                       limits: SandboxLimits | None = None) -> list[PytestResult]:
+        """Run many (solution, tests) pairs on the pool's supervisors in parallel; results in input order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if len(self._sups) == 1 or len(items) <= 1:
+            return [self.run_tests(s, t, timeout_s, limits) for s, t in items]
+        with ThreadPoolExecutor(max_workers=len(self._sups)) as ex:
+            return list(ex.map(lambda st: self.run_tests(st[0], st[1], timeout_s, limits), items))
+
+    def run_python(self, script: str, files: Mapping[str, str | bytes] | None = None, args: Sequence[str] = (),
+                   stdin: str | None = None, timeout_s: float | None = None, limits: SandboxLimits | None = None,
+                   collect: Sequence[str] = ()) -> tuple[ExecResult, dict[str, bytes]]:
+        """Run ``python main.py ARGS`` (``script`` as ``main.py``) in a job directory holding ``files``.
+
+        The same isolation and limits as every other job; the interpreter is this process's. Returns the run's
+        :class:`ExecResult` and the bytes of each file named in ``collect`` that the job left in its directory
+        (untrusted: the job may have written anything there).
+        """
+        lim = (limits or self.limits).with_timeout(timeout_s)
+        payload = {"main.py": _b64(script)}
+        for name, data in (files or {}).items():
+            payload[name] = base64.b64encode(data).decode() if isinstance(data, bytes) else _b64(data)
+        step = {"kind": "exec", "argv": [bwrap.interpreter(), "main.py", *map(str, args)],
+                "limits": dataclasses.asdict(lim), "stdin": _b64(stdin) if stdin is not None else None}
+        resp = self._submit({"steps": [step], "files": payload, "collect": list(collect)}, lim.wall_s)
+        got = {k: base64.b64decode(v) for k, v in (resp.get("collected") or {}).items()}
+        return _exec_result(resp["steps"][0], self.mechanism), got
+
+    def compile_c(self, source: str | os.PathLike, timeout_s: float | None = None,
+                  flags: Sequence[str] = ("-O0",), libs: Sequence[str] = ("-lm",),
+                  limits: SandboxLimits | None = None) -> CompileResult:
+        """Compile C with ``gcc <flags> prog.c -o prog <libs>`` inside the sandbox; returns the binary bytes."""
+        src = _read_source(source)
+        lim = (limits or self.limits).with_timeout(timeout_s)
+        argv = ["gcc", *flags, "prog.c", "-o", "prog", *libs]
+        req = {"steps": [{"kind": "exec", "argv": argv, "limits": dataclasses.asdict(lim)}],
+               "files": {"prog.c": _b64(src)}, "collect": ["prog"]}
+        resp = self._submit(req, lim.wall_s)
+        res = _exec_result(resp["steps"][0], self.mechanism)
+        binary = base64.b64decode(resp["collected"]["prog"]) if resp.get("collected", {}).get("prog") else None
+        return CompileResult(ok=res.ok and binary is not None, binary=binary, result=res, command=argv)
+
+    def run_binary(self, program: str | bytes | os.PathLike, args: Sequence[str] = (),
+                   timeout_s: float | None = None, stdin: str | None = None,
+                   compile_timeout_s: float | None = None, limits: SandboxLimits | None = None,
+                   flags: Sequence[str] = ("-O0",), libs: Sequence[str] = ("-lm",)) -> ExecResult:
+        """Run a C program in the sandbox; pass iff ``.ok`` (exit status 0, no timeout).
+
+        ``program`` is C source text, a path to a ``.c`` file (compiled in the sandbox first with ``gcc -O0
+        ... -lm``), a path to an executable, or the executable's bytes. A compile failure is returned as the
+        compiler's :class:`ExecResult` (non-zero ``returncode``).
+        """
+        lim = (limits or self.limits).with_timeout(timeout_s)
+        clim = (limits or self.limits).with_timeout(compile_timeout_s or max(lim.wall_s, 30.0))
+        steps, files = [], {}
+        if isinstance(program, bytes):
+            files["prog"] = base64.b64encode(program).decode()
+        elif isinstance(program, os.PathLike) or (isinstance(program, str) and "\n" not in program
+                                                  and os.path.isfile(program)):
+            path = Path(program)
+            data = path.read_bytes()
+            if path.suffix == ".c":
+                files["prog.c"] = base64.b64encode(data).decode()
+            else:
+                files["prog"] = base64.b64encode(data).decode()
+        else:
+            files["prog.c"] = _b64(str(program))
+        if "prog.c" in files:
+            steps.append({"kind": "exec", "argv": ["gcc", *flags, "prog.c", "-o", "prog", *libs],
+                          "limits": dataclasses.asdict(clim)})
+        steps.append({"kind": "exec", "argv": ["./prog", *map(str, args)], "limits": dataclasses.asdict(lim),
+                      "stdin": _b64(stdin) if stdin is not None else None, "mode": 0o755})
+        resp = self._submit({"steps": steps, "files": files, "collect": []}, lim.wall_s + clim.wall_s)
+        return _exec_result(resp["steps"][-1], self.mechanism)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8", "surrogatepass")).decode()
+
+
+def _read_source(source: str | os.PathLike) -> str:
+    if isinstance(source, os.PathLike) or ("\n" not in str(source) and os.path.isfile(str(source))):
+        return Path(source).read_text(encoding="utf-8", errors="replace")
+    return str(source)
+
+
+def kodcode_test_file(test_code: str) -> str:
+    """The test module as KodCode runs it: ``from solution import *`` followed by the tests."""
+    return "from solution import *\n" + test_code
+
+
+def count_test_functions(test_code: str) -> int:
+    """Test functions pytest would collect from a file by name (``test_*`` functions, methods of ``Test*``)."""
+    try:
+        tree = ast.parse(test_code)
+    except SyntaxError:
+        return 0
+    n = 0
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            n += 1
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            n += sum(1 for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and b.name.startswith("test"))
+    return n
+
+
+def _pytest_result(step: dict, test_code: str, dt: float, mech: str) -> PytestResult:
+    rep = step.get("report") or {}
+    collected = rep.get("collected")
+    collection_error = bool(rep.get("collect_error"))
+    outcomes: dict[str, bool] = {}
+    for nodeid, ok in rep.get("tests", []):
+        outcomes[nodeid] = outcomes.get(nodeid, True) and bool(ok)
+    passed = sum(1 for ok in outcomes.values() if ok)
+    if collection_error:
+        passed = 0
+    total = collected if (collected and not collection_error) else max(count_test_functions(test_code), 1)
+    total = max(total, len(outcomes))
+    executed = bool(rep.get("executed"))
+    return PytestResult(executed=executed, passed=passed, total=total, timed_out=bool(step.get("timed_out")),
+                        collection_error=collection_error, error=rep.get("import_error") or step.get("error"),
+                        stdout=step.get("stdout", ""), stderr=step.get("stderr", ""), duration_s=dt, mechanism=mech,
+                        returncode=step.get("returncode"), signal=step.get("signal"))
+
+
+def _exec_result(step: dict, mech: str) -> ExecResult:
+    return ExecResult(returncode=step.get("returncode"), signal=step.get("signal"),
+                      timed_out=bool(step.get("timed_out")), stdout=step.get("stdout", ""),
+                      stderr=step.get("stderr", "") + (f"\n[sandbox] {step['error']}" if step.get("error") else ""),
+                      duration_s=float(step.get("duration_s", 0.0)), mechanism=mech)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Module-level convenience API (a shared default sandbox)
+# ---------------------------------------------------------------------------------------------------------
+_DEFAULT: Sandbox | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide sandbox (fork-server mode), created on first use and closed at exit.
+
+    Limits come from ``CODEGRPO_SANDBOX_LIMITS`` (JSON) when set; workers from ``CODEGRPO_SANDBOX_WORKERS``.
+    """
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT._closed:
+            limits = json.loads(os.environ.get("CODEGRPO_SANDBOX_LIMITS", "{}"))
+            workers = int(os.environ.get("CODEGRPO_SANDBOX_WORKERS", "0")) or min(4, os.cpu_count() or 1)
+            _DEFAULT = make_sandbox(workers, limits)
+            import atexit
+
+            atexit.register(_DEFAULT.close)
+        return _DEFAULT
+
+
+def make_sandbox(workers: int = 1, limits: Mapping | None = None) -> Sandbox:
+    """The one way to build a sandbox from config: a fork-server pool of ``workers`` supervisors with the
+    ``sandbox`` config section's limits (unknown keys, such as ``workers``, are ignored)."""
+    return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, int(workers)))
+
+
+def run_tests(solution_code: str, test_code: str, timeout_s: float | None = None,
+              limits: SandboxLimits | None = None, sandbox: Sandbox | None = None) -> PytestResult:
+    """Run KodCode-style tests (``test_solution.py`` importing ``solution``) on a solution, sandboxed."""
+    return (sandbox or default_sandbox()).run_tests(solution_code, test_code, timeout_s, limits)
+
+
+def run_binary(program: str | bytes | os.PathLike, args: Sequence[str] = (), timeout_s: float | None = None,
+               stdin: str | None = None, limits: SandboxLimits | None = None,
+               sandbox: Sandbox | None = None, **kw: Any) -> ExecResult:
+    """Compile (if given C source or a ``.c`` path) and run a C program sandboxed; pass iff ``.ok``."""
+    return (sandbox or default_sandbox()).run_binary(program, args, timeout_s, stdin, limits=limits, **kw)
+
+
+def compile_c(source: str | os.PathLike, out_path: str | os.PathLike | None = None,
+              timeout_s: float | None = None, sandbox: Sandbox | None = None, **kw: Any) -> CompileResult:
+    """Compile C in the sandbox; with ``out_path`` the binary is written there atomically (mode 0755)."""
+    res = (sandbox or default_sandbox()).compile_c(source, timeout_s, **kw)
+    if out_path is not None and res.binary is not None:
+        out = Path(out_path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(res.binary)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+    return res

@@ -1,0 +1,428 @@
+"""The sandbox supervisor: runs inside the sandbox and runs the jobs, one at a time.
+
+Started by the host (:mod:`codegrpo.sandbox.client`) as a script, ``python -I supervisor.py --serve|--oneshot
+WORKSPACE``, under ``bwrap`` (:mod:`codegrpo.sandbox.bwrap`). It reads one JSON request per line on stdin and
+answers one JSON line on stdout. For each job it creates ``WORKSPACE/job``, writes the job's files, and for
+each step forks a child that
+
+* starts a new session (:func:`codegrpo.procgroup.become_group_leader`),
+* sets the resource limits (``setrlimit``: CPU seconds, address space, processes, file size, open files, no
+  core dumps),
+* drops to a private uid/gid that no other process uses (when the supervisor is root): the job directory
+  (mode 0700, owned by it; its parent root-owned 0711) is the only place that uid may write, and
+  ``RLIMIT_NPROC`` then bounds exactly the job's processes,
+* points stdin/stdout/stderr at files bounded by ``RLIMIT_FSIZE``, closes every other descriptor (the
+  protocol pipes included) and gets a fixed minimal environment,
+* then ``exec``s the program (C, the compiler) or runs pytest in process
+  (:mod:`codegrpo.sandbox.pytest_driver`).
+
+The supervisor enforces the wall-clock limit (``pidfd`` + ``select``). At the end every process of the job is
+killed: by private uid (``kill(-1)`` issued as that uid, repeated until a ``/proc`` scan finds none, which also
+catches daemonised children that left the process group), else by process group and PID namespace. The
+supervisor is a subreaper, so orphans are collected here.
+
+In ``--serve`` mode (the fork server) it imports pytest and prepares its session once, then freezes the heap
+for the garbage collector (``gc.freeze``): a job costs a ``fork``. ``--oneshot`` answers one request and exits.
+
+Standard library only. Run as a script it has no package on its path (``-I``), so it loads its two helpers,
+``pytest_driver.py`` and ``../procgroup.py`` (standard library at top level), by file path.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import sys
+import time
+from typing import Any
+
+UID_RANGE = (200_000, 1_200_000)  # private job uids are drawn from here
+TRUNC_MARK = "\n[... output truncated ...]\n"
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _load_by_path(name: str, path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+if __package__:  # imported as codegrpo.sandbox.supervisor (host side, tests)
+    from codegrpo import procgroup
+    from codegrpo.sandbox import pytest_driver
+else:  # run as a script inside the sandbox
+    _HERE = os.path.dirname(os.path.abspath(__file__))
+    procgroup = _load_by_path("_codegrpo_procgroup", os.path.join(os.path.dirname(_HERE), "procgroup.py"))
+    pytest_driver = _load_by_path("_codegrpo_pytest_driver", os.path.join(_HERE, "pytest_driver.py"))
+
+
+def _job_env(job_dir: str) -> dict[str, str]:
+    return {
+        "PATH": f"{os.path.dirname(sys.executable)}:{_SAFE_PATH}",
+        "HOME": job_dir,
+        "TMPDIR": job_dir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONNOUSERSITE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "OMP_NUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+    }
+
+
+def _read_text(path: str, limit: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError:
+        return ""
+    text = data[:limit].decode("utf-8", "replace")
+    return text + TRUNC_MARK if len(data) > limit else text
+
+
+def _proc_uid_pids(uid: int) -> list[int]:
+    """Live (non-zombie) processes whose real uid is ``uid`` (a /proc scan)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fh:
+                st = fh.read()
+        except OSError:
+            continue
+        state = uid_line = None
+        for line in st.splitlines():
+            if line.startswith("State:"):
+                state = line.split()[1]
+            elif line.startswith("Uid:"):
+                uid_line = line.split()
+        if uid_line and int(uid_line[1]) == uid and state != "Z":
+            out.append(int(name))
+    return out
+
+
+_REAPED: dict[int, int] = {}
+
+
+def _reap() -> None:
+    """Collect exited children (the supervisor is a subreaper); statuses are kept for the job's own pid."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _REAPED[pid] = status
+
+
+def _kill_job(uid: int | None, pgid: int) -> None:
+    """Kill every process of the job: by private uid when there is one, else its process group / PID ns."""
+    for _ in range(200):
+        procgroup.kill_group(pgid, signal.SIGKILL)
+        if uid is not None:
+            pids = _proc_uid_pids(uid)
+            if not pids:
+                _reap()
+                return
+            killer = os.fork()
+            if killer == 0:  # kill(-1) as the job uid reaches exactly that uid's processes
+                try:
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    os.kill(-1, signal.SIGKILL)
+                finally:
+                    os._exit(0)
+            os.waitpid(killer, 0)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        elif os.environ.get("CODEGRPO_SANDBOX_PIDNS") == "1" and os.getppid() == 1 and os.getpid() < 16:
+            # Alone in a private PID namespace (under bwrap's init): everything else there is the job's.
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _reap()
+            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+            if not [p for p in others if _proc_state(p) not in ("Z", None)]:
+                return
+        else:
+            _reap()
+            return
+        _reap()
+        time.sleep(0.005)
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _set_limits(lim: dict, uid_switch: bool) -> None:
+    import resource
+
+    def setl(which, soft, hard=None):
+        hard = soft if hard is None else hard
+        try:
+            resource.setrlimit(which, (soft, hard))
+        except (ValueError, OSError):
+            cur_soft, cur_hard = resource.getrlimit(which)
+            resource.setrlimit(which, (min(soft, cur_hard) if cur_hard != resource.RLIM_INFINITY else soft,
+                                       cur_hard))
+
+    cpu = int(lim["cpu_s"])
+    setl(resource.RLIMIT_CPU, cpu, cpu + 1)
+    mem = int(lim["memory_mb"]) * 1024 * 1024
+    setl(resource.RLIMIT_AS, mem)
+    setl(resource.RLIMIT_DATA, mem)
+    fsize = int(lim["fsize_mb"]) * 1024 * 1024
+    setl(resource.RLIMIT_FSIZE, fsize)
+    setl(resource.RLIMIT_CORE, 0)
+    setl(resource.RLIMIT_NOFILE, int(lim["nofile"]))
+    setl(resource.RLIMIT_MEMLOCK, 0)
+    if uid_switch:
+        setl(resource.RLIMIT_NPROC, int(lim["nproc"]))
+    else:  # shared uid: allow the processes it already has plus the job's budget
+        mine = len(_proc_uid_pids(os.getuid()))
+        setl(resource.RLIMIT_NPROC, mine + int(lim["nproc"]))
+
+
+def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dict:
+    lim = step["limits"]
+    report_path = os.path.join(job_dir, ".report.jsonl")
+    out_path, err_path = os.path.join(job_dir, ".stdout"), os.path.join(job_dir, ".stderr")
+    in_path = os.path.join(job_dir, ".stdin")
+    for p in (report_path, out_path, err_path):
+        with open(p, "wb"):
+            pass
+        if uid is not None:
+            os.chown(p, uid, uid)
+    if step.get("stdin"):
+        with open(in_path, "wb") as fh:
+            fh.write(base64.b64decode(step["stdin"]))
+    env = _job_env(job_dir)
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # ---- the job ----
+        code = 127
+        try:
+            procgroup.become_group_leader()
+            _set_limits(lim, uid is not None)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            os.chdir(job_dir)
+            fin = os.open(in_path if step.get("stdin") else os.devnull, os.O_RDONLY)
+            fout = os.open(out_path, os.O_WRONLY | os.O_TRUNC)
+            ferr = os.open(err_path, os.O_WRONLY | os.O_TRUNC)
+            frep = os.open(report_path, os.O_WRONLY | os.O_APPEND)
+            os.dup2(fin, 0)
+            os.dup2(fout, 1)
+            os.dup2(ferr, 2)
+            os.dup2(frep, pytest_driver.REPORT_FD)
+            os.closerange(4, 65536)  # the supervisor's protocol pipes must not reach the job
+            os.environ.clear()
+            os.environ.update(env)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            if step["kind"] == "exec":
+                # Python ignores SIGXFSZ (and SIGPIPE, reset above); ignored signals survive exec, so restore
+                # the defaults a C program expects: exceeding the file-size limit then ends it by SIGXFSZ.
+                signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+                argv = step["argv"]
+                exe = argv[0] if "/" in argv[0] else (shutil.which(argv[0], path=env["PATH"]) or argv[0])
+                os.execve(exe, argv, env)
+            else:
+                sys.stdout = open(1, "w", closefd=False)
+                sys.stderr = open(2, "w", closefd=False)
+                code = pytest_driver.pytest_child(job_dir)
+                sys.stdout.flush()
+                sys.stderr.flush()
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                os.write(2, f"sandbox job setup failed: {exc!r}\n".encode())
+            except OSError:
+                pass
+        os._exit(code)
+    # ---- supervisor: wait with a wall-clock limit ----
+    timed_out = False
+    status = None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    deadline = t0 + float(lim["wall_s"])
+    while True:
+        got, st = os.waitpid(pid, os.WNOHANG)
+        if got:
+            status = st
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        if pidfd is not None:
+            select.select([pidfd], [], [], left)
+        else:
+            time.sleep(min(left, 0.002))
+    if pidfd is not None:
+        os.close(pidfd)
+    _kill_job(uid, pid)
+    if status is None:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = _REAPED.pop(pid, signal.SIGKILL)
+    _REAPED.clear()
+    dt = time.monotonic() - t0
+    rc = sig = None
+    if os.WIFEXITED(status):
+        rc = os.WEXITSTATUS(status)
+    elif os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and _cpu_exhausted(lim, dt)):
+            timed_out = True
+    out_limit = int(lim["output_bytes"])
+    res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
+           "stdout": _read_text(out_path, out_limit), "stderr": _read_text(err_path, out_limit)}
+    if step["kind"] == "pytest":
+        res["report"] = _parse_report(report_path)
+    return res
+
+
+def _cpu_exhausted(lim: dict, dt: float) -> bool:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime >= float(lim["cpu_s"]) and dt >= float(lim["cpu_s"]) * 0.5
+
+
+def _parse_report(path: str) -> dict:
+    rep: dict[str, Any] = {"executed": False, "tests": []}
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(4 << 20)
+    except OSError:
+        return rep
+    for line in data.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if "test" in obj and isinstance(obj["test"], list) and len(obj["test"]) == 2:
+            rep["tests"].append([str(obj["test"][0]), bool(obj["test"][1])])
+        for key in ("executed", "collected", "collect_error", "import_error"):
+            if key in obj:
+                rep[key] = obj[key]
+    return rep
+
+
+def _new_uid() -> int:
+    for _ in range(100):
+        uid = random.SystemRandom().randrange(*UID_RANGE)
+        if not _proc_uid_pids(uid):
+            return uid
+    raise RuntimeError("no free uid for a sandbox job")
+
+
+def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
+    uid = _new_uid() if os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1" else None
+    job_dir = os.path.join(workspace, "job")  # one job at a time per supervisor; a fixed path (see pytest_driver.prepare_session)
+    os.mkdir(job_dir, 0o700)
+    try:
+        for name, b64 in req.get("files", {}).items():
+            if "/" in name or name.startswith("."):
+                raise ValueError(f"bad file name {name!r}")
+            path = os.path.join(job_dir, name)
+            with open(path, "wb") as fh:
+                fh.write(base64.b64decode(b64))
+            os.chmod(path, 0o755 if name == "prog" else 0o644)
+        if uid is not None:
+            for entry in [job_dir] + [os.path.join(job_dir, n) for n in os.listdir(job_dir)]:
+                os.chown(entry, uid, uid)
+        steps = []
+        for step in req["steps"]:
+            res = _run_step(job_dir, uid, step, preloaded)
+            steps.append(res)
+            if step["kind"] == "exec" and not (res["returncode"] == 0 and not res["timed_out"]):
+                break
+        collected = {}
+        for name in req.get("collect", []):
+            path = os.path.join(job_dir, name)
+            if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) < (64 << 20):
+                with open(path, "rb") as fh:
+                    collected[name] = base64.b64encode(fh.read()).decode()
+        return {"steps": steps, "collected": collected}
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _serve(workspace: str, oneshot: bool) -> None:
+    # Protocol on private fds; fd 0/1 of the supervisor are pointed at /dev/null so no job inherits them.
+    rfd, wfd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.set_inheritable(rfd, False)
+    os.set_inheritable(wfd, False)
+    try:  # become a subreaper so that orphaned job processes are reaped here
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+    except Exception:  # noqa: BLE001
+        pass
+    preloaded = not oneshot
+    if preloaded:
+        pytest_driver.preload()
+        import gc
+
+        try:
+            pytest_driver.prepare_session(os.path.join(workspace, "job"))
+        except Exception as exc:  # noqa: BLE001  (an incompatible pytest: jobs fall back to pytest.main)
+            sys.stderr.write(f"sandbox: pytest session not prepared ({exc!r}); using pytest.main per job\n")
+        gc.collect()
+        gc.freeze()  # preloaded objects go to the permanent generation: cheaper gc and copy-on-write in jobs
+    rin = os.fdopen(rfd, "rb")
+    wout = os.fdopen(wfd, "wb")
+    counter = 0
+    for line in rin:
+        counter += 1
+        try:
+            resp = _handle(workspace, json.loads(line), counter, preloaded)
+        except Exception as exc:  # noqa: BLE001
+            resp = {"steps": [{"error": f"{type(exc).__name__}: {exc}", "returncode": None, "signal": None,
+                               "timed_out": False}], "collected": {}}
+        wout.write((json.dumps(resp) + "\n").encode())
+        wout.flush()
+        if oneshot:
+            break
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] in ("--serve", "--oneshot"):
+        _serve(sys.argv[2], oneshot=(sys.argv[1] == "--oneshot"))
+    else:
+        sys.stderr.write("usage: supervisor.py --serve|--oneshot WORKSPACE\n")
+        sys.exit(2)

@@ -1,0 +1,35 @@
+"""Snakemake script of rule eval_codegen_samples: sample a DHRCL run's model on a BigCodeBench benchmark (scored
+by rule eval_codegen_bcb in the benchmark's own environment)."""
+
+import logging
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from codegrpo.io import log_to  # noqa: E402
+from codegrpo.eval.codegen import run_generate  # noqa: E402
+from codegrpo.eval.generate import GenerationSettings  # noqa: E402
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm.log[0])
+p = sm.params
+try:
+    settings = GenerationSettings(
+        max_new_tokens=p.max_new_tokens,
+        temperature=p.temperature,
+        top_p=p.top_p,
+        n=p.n_samples,
+        batch_size=p.batch_size,
+        max_prompt_tokens=p.max_prompt_tokens,
+        use_chat_template=p.use_chat_template,
+        seed=p.seed,
+        gpu_memory_utilization=p.vllm["gpu_memory_utilization"],
+        max_model_len=p.vllm["max_model_len"],
+        tensor_parallel_size=p.vllm["tensor_parallel_size"],
+    )
+    run_generate(sm.wildcards.run, sm.input.model, sm.wildcards.benchmark, sm.output[0], settings=settings,
+                 backend=p.backend, limit=p.limit, suites=p.suites)
+except Exception:
+    logging.exception("eval_codegen_samples failed")
+    raise
