@@ -8,10 +8,12 @@ inherits: local jobs as child processes, SLURM jobs through ``sbatch --export=AL
 
 * :func:`hub_refs`: (config key, hub id) of every model (``model.base``, ``sft.import.*``, ``<rl stage>.import``,
   ``dhrcl.init``, ``dhrcl.training.import``, ``embedding.server_model_path`` when served, the embedding
-  ``local_model_path`` of the reward and of ``evaluate.decompile``, ``hub.models``) and
-  dataset (``hub.datasets``, and every ``hub_id`` key of the config, e.g. a data generation source);
-* :func:`prefetch`: ``huggingface_hub.snapshot_download`` for the models, ``datasets.load_dataset`` for the
-  datasets (what the jobs call offline later), into the configured cache; returns a manifest;
+  ``local_model_path`` of the reward and of ``evaluate.decompile``, ``hub.models``), every dataset loaded with
+  ``datasets`` (``hub.datasets``, ``data.generate.source`` when the data is generated, ``data.kodcode.source``,
+  the BigCodeBench sources of ``evaluate.codegen``) and the dataset files read one by one (LiveCodeBench);
+* :func:`prefetch`: ``huggingface_hub.snapshot_download`` for the models and dataset files,
+  ``datasets.load_dataset`` for the datasets (what the jobs call offline later), into the configured cache (a
+  source's own ``cache_dir`` where it names one); returns a manifest;
 * :func:`model_cached` / :func:`dataset_cached`: whether an id is in the cache (the preflight's offline check).
 
 ``endpoint`` (or ``HF_ENDPOINT``) points everything at another hub, e.g. a mirror, or a local stand-in in tests.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -32,6 +35,7 @@ __all__ = [
     "OFFLINE_VARS",
     "cache_home",
     "dataset_cached",
+    "dataset_files_cached",
     "hub_refs",
     "is_hub_id",
     "job_env",
@@ -62,23 +66,45 @@ def is_hub_id(ref: str, cfg: Mapping | None = None) -> bool:
     return len(parts) == 2 and all(parts)
 
 
-def _walk_hub_ids(node, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            sub = f"{path}.{key}" if path else str(key)
-            if key == "hub_id" and isinstance(value, str) and value:
-                yield sub, value
-            else:
-                yield from _walk_hub_ids(value, sub)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _walk_hub_ids(value, f"{path}[{i}]")
+def _dataset_sources(cfg: Mapping) -> list[tuple]:
+    """(config key, id, cache_dir) of the datasets the data stages and the evaluation load with
+    ``datasets.load_dataset``, where the config makes them load one from the hub."""
+    out: list[tuple] = []
+    data = cfg.get("data") or {}
+    places = []
+    if data.get("sk2d_inputs") == "generated":
+        places.append(("data.generate.source", (data.get("generate") or {}).get("source") or {}))
+    places.append(("data.kodcode.source", (data.get("kodcode") or {}).get("source") or {}))
+    for key, src in places:
+        if src.get("hub_id") and not src.get("path"):  # a path takes precedence over the hub id
+            out.append((f"{key}.hub_id", src["hub_id"], src.get("cache_dir")))
+    codegen = (cfg.get("evaluate") or {}).get("codegen") or {}
+    for bench in ("bigcodebench_full", "bigcodebench_hard"):
+        if bench in (codegen.get("benchmarks") or []) and (codegen.get(bench) or {}).get("source"):
+            out.append((f"evaluate.codegen.{bench}.source", codegen[bench]["source"], None))
+    return out
 
 
-def hub_refs(cfg: Mapping) -> dict[str, list[tuple[str, str]]]:
-    """``{"models": [(config key, id)], "datasets": [(config key, id)]}`` of every hub id the run loads.
+def _dataset_repos(cfg: Mapping) -> list[tuple]:
+    """(config key, id, files) of dataset repositories whose files the evaluation downloads one by one
+    (``hf_hub_download``, into the hub cache): LiveCodeBench's ``test*.jsonl`` of the configured version."""
+    codegen = (cfg.get("evaluate") or {}).get("codegen") or {}
+    lcb = codegen.get("livecodebench") or {}
+    if "livecodebench" not in (codegen.get("benchmarks") or []) or not lcb.get("source"):
+        return []
+    from codegrpo.eval.suites import lcb_files
 
-    Local folders are left out (they need no download); an id named twice is listed once (its first key).
+    return [("evaluate.codegen.livecodebench.source", lcb["source"], lcb_files(lcb.get("version") or "release_v6"))]
+
+
+def hub_refs(cfg: Mapping) -> dict[str, list[tuple]]:
+    """Every hub id the run loads, by how it is loaded; local folders and files are left out, and an id named
+    twice is listed once (its first key):
+
+    * ``models``: (config key, id), loaded with ``from_pretrained`` / vLLM / ``snapshot_download``;
+    * ``datasets``: (config key, id, cache_dir or None), loaded with ``datasets.load_dataset`` (``cache_dir``:
+      the source's own ``cache_dir``, else the datasets cache of ``HF_HOME``);
+    * ``dataset_repos``: (config key, id, files), dataset files read with ``hf_hub_download``.
     """
     models: list[tuple[str, str]] = []
     base = (cfg.get("model") or {}).get("base")
@@ -105,18 +131,19 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple[str, str]]]:
         models.append(("evaluate.decompile.embedding.local_model_path", ev_emb["local_model_path"]))
     hub = cfg.get("hub") or {}
     models += [(f"hub.models[{i}]", m) for i, m in enumerate(hub.get("models") or [])]
-    datasets = [(f"hub.datasets[{i}]", d) for i, d in enumerate(hub.get("datasets") or [])]
-    datasets += list(_walk_hub_ids({k: v for k, v in cfg.items() if k != "hub"}, ""))
+    datasets = [(f"hub.datasets[{i}]", d, None) for i, d in enumerate(hub.get("datasets") or [])]
+    datasets += _dataset_sources(cfg)
 
     def unique(items):
         seen, out = set(), []
-        for key, ref in items:
+        for item in items:
+            key, ref = item[0], item[1]
             if ref not in seen and is_hub_id(ref, cfg):
                 seen.add(ref)
-                out.append((key, ref))
+                out.append(tuple(item))
         return out
 
-    return {"models": unique(models), "datasets": unique(datasets)}
+    return {"models": unique(models), "datasets": unique(datasets), "dataset_repos": unique(_dataset_repos(cfg))}
 
 
 def cache_home(cfg: Mapping, environ: Mapping[str, str] | None = None) -> Path:
@@ -168,11 +195,33 @@ def model_cached(repo_id: str, cache: Path | str, revision: str | None = None) -
     return isinstance(found, str)
 
 
+def dataset_files_cached(repo_id: str, files: list[str], cache: Path | str) -> bool:
+    """Every one of ``files`` of dataset repository ``repo_id`` is in the hub cache folder ``cache``."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return all(isinstance(try_to_load_from_cache(repo_id, f, cache_dir=str(cache), repo_type="dataset"), str)
+                   for f in files)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _snake(name: str) -> str:
+    """``datasets``' camel-case to snake-case rule for cache folder names (``KodCode-Light`` -> ``kod_code-_light``)."""
+    try:
+        from datasets.naming import camelcase_to_snakecase
+    except ImportError:  # the driver environment has no datasets: the same rule
+        name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+        return re.sub(r"([a-z\d])([A-Z])", r"\1_\2", name).lower()
+    return camelcase_to_snakecase(name)
+
+
 def dataset_cached(repo_id: str, cache: Path | str) -> bool:
     """``datasets`` has a prepared copy of the dataset in ``cache`` (``<HF_HOME>/datasets``), which is what
-    ``load_dataset`` reuses offline."""
-    folder = Path(cache) / repo_id.replace("/", "___")
-    return folder.is_dir() and any(folder.rglob("dataset_info.json"))
+    ``load_dataset`` reuses offline: ``<namespace>___<snake-case name>/<config>/<version>/<hash>/``."""
+    namespace, _, name = repo_id.rpartition("/")
+    folder = Path(cache) / (f"{namespace}___{_snake(name)}" if namespace else _snake(name))
+    return folder.is_dir() and any(folder.glob("*/*/*/dataset_info.json"))
 
 
 def _offline_now() -> bool:
@@ -199,9 +248,11 @@ def download(refs: Mapping[str, list], hf_home: str | os.PathLike, models_dir: s
 
     Models: ``snapshot_download(repo_id, cache_dir=models_dir)`` (every file of the main revision), so that a
     job's ``from_pretrained(id)`` / vLLM / ``snapshot_download`` find them with ``HF_HUB_OFFLINE=1``.
-    Datasets: ``datasets.load_dataset(id, cache_dir=datasets_dir)``, which downloads and prepares every split,
-    as a job's offline ``load_dataset(id, split=...)`` expects. Ids already cached cost one metadata request
-    each. Raises :class:`HubError` naming the config key of the first id that fails.
+    Datasets: ``datasets.load_dataset(id, cache_dir=<the source's cache_dir or datasets_dir>)``, which downloads
+    and prepares every split, as a job's offline ``load_dataset(id, split=...)`` expects. Dataset repositories:
+    the listed files with ``snapshot_download(repo_type="dataset", allow_patterns=files)`` into ``models_dir``
+    (what a job's ``hf_hub_download`` reads offline). Ids already cached cost one metadata request each.
+    Raises :class:`HubError` naming the config key of the first id that fails.
     """
     if _offline_now():
         raise HubError("prefetch needs the network, but HF_HUB_OFFLINE is set in this process; run the prefetch "
@@ -216,7 +267,7 @@ def download(refs: Mapping[str, list], hf_home: str | os.PathLike, models_dir: s
                     constants.HF_HOME, hf_home)
     manifest: dict = {"hf_home": str(hf_home), "models_dir": str(models_dir), "datasets_dir": str(datasets_dir),
                       "endpoint": endpoint or os.environ.get("HF_ENDPOINT") or "default",
-                      "models": [], "datasets": []}
+                      "models": [], "datasets": [], "dataset_repos": []}
     for key, repo_id in refs.get("models", []):
         t0 = time.monotonic()
         log.info("prefetch model %s (%s) into %s", repo_id, key, models_dir)
@@ -231,17 +282,33 @@ def download(refs: Mapping[str, list], hf_home: str | os.PathLike, models_dir: s
                                    "files": files, "bytes": _dir_bytes(path),
                                    "seconds": round(time.monotonic() - t0, 2)})
         log.info("model %s: %d files, revision %s, %.1fs", repo_id, len(files), path.name, time.monotonic() - t0)
-    for key, repo_id in refs.get("datasets", []):
+    for key, repo_id, own_cache in (tuple(x) + (None,) * (3 - len(x)) for x in refs.get("datasets", [])):
         t0 = time.monotonic()
-        log.info("prefetch dataset %s (%s) into %s", repo_id, key, datasets_dir)
+        where = Path(own_cache) if own_cache else datasets_dir
+        log.info("prefetch dataset %s (%s) into %s", repo_id, key, where)
         try:
             import datasets
 
-            ds = datasets.load_dataset(repo_id, cache_dir=str(datasets_dir), token=token)
+            ds = datasets.load_dataset(repo_id, cache_dir=str(where), token=token)
         except Exception as exc:  # noqa: BLE001
             raise HubError(f"{key} = {repo_id!r}: dataset download failed: {type(exc).__name__}: {exc}") from exc
-        manifest["datasets"].append({"key": key, "id": repo_id, "splits": {s: len(ds[s]) for s in ds},
-                                     "seconds": round(time.monotonic() - t0, 2)})
+        manifest["datasets"].append({"key": key, "id": repo_id, "cache_dir": str(where),
+                                     "splits": {s: len(ds[s]) for s in ds}, "seconds": round(time.monotonic() - t0, 2)})
+    for key, repo_id, files in refs.get("dataset_repos", []):
+        t0 = time.monotonic()
+        log.info("prefetch dataset files %s of %s (%s) into %s", files, repo_id, key, models_dir)
+        try:
+            path = Path(snapshot_download(repo_id, repo_type="dataset", allow_patterns=list(files),
+                                          cache_dir=str(models_dir), endpoint=endpoint, token=token,
+                                          max_workers=max_workers))
+        except Exception as exc:  # noqa: BLE001
+            raise HubError(f"{key} = {repo_id!r}: download of {files} failed: {type(exc).__name__}: {exc}") from exc
+        got = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+        lacking = [f for f in files if not (path / f).is_file()]
+        if lacking:
+            raise HubError(f"{key} = {repo_id!r}: the dataset repository has no {lacking}")
+        manifest["dataset_repos"].append({"key": key, "id": repo_id, "snapshot": str(path), "files": got,
+                                          "seconds": round(time.monotonic() - t0, 2)})
     return manifest
 
 
@@ -261,8 +328,13 @@ def missing(cfg: Mapping, environ: Mapping[str, str] | None = None, *, cache_dir
             out.append(f"{key} = {ref!r} is neither a local path nor in the Hugging Face cache ({models_dir}), and "
                        f"HF_HUB_OFFLINE=1 forbids downloading it; run `snakemake prefetch` on the login node (or "
                        f"huggingface-cli download {ref} into the same HF_HOME), or set {key} to a local folder")
-    for key, ref in refs["datasets"]:
-        if not dataset_cached(ref, data_dir):
-            out.append(f"{key} = {ref!r} (dataset) is not in the datasets cache ({data_dir}), and "
+    for key, ref, own_cache in refs["datasets"]:
+        where = Path(own_cache) if own_cache else data_dir
+        if not dataset_cached(ref, where):
+            out.append(f"{key} = {ref!r} (dataset) is not in the datasets cache ({where}), and "
                        f"HF_DATASETS_OFFLINE=1 forbids downloading it; run `snakemake prefetch` on the login node")
+    for key, ref, files in refs["dataset_repos"]:
+        if not dataset_files_cached(ref, files, models_dir):
+            out.append(f"{key} = {ref!r}: the dataset files {files} are not in the Hugging Face cache ({models_dir}), "
+                       f"and HF_HUB_OFFLINE=1 forbids downloading them; run `snakemake prefetch` on the login node")
     return out

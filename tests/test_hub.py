@@ -21,7 +21,9 @@ from hub_standin import COMMIT, HubStandIn
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_ID = "codegrpo-test/tiny-qwen2"
-DATASET_ID = "codegrpo-test/tiny-rows"
+DATASET_ID = "codegrpo-test/TinyRows-10K"  # datasets snake-cases the cache folder: tiny_rows-10_k
+LCB_ID = "codegrpo-test/lcb-lite"
+KOD_ID = "codegrpo-test/KodRows"
 
 
 @pytest.fixture(scope="module")
@@ -38,24 +40,38 @@ def test_refs_of_the_paper_config(paper, local):
     refs = hub.hub_refs(paper)
     assert refs["models"] == [("model.base", "LLM4Binary/llm4decompile-6.7b-v2"), ("dhrcl.init", "Qwen/Qwen3-8B"),
                               ("embedding.server_model_path", "Qwen/Qwen3-Embedding-0.6B")]
-    assert refs["datasets"] == []
-    assert hub.hub_refs(local) == {"models": [], "datasets": []}  # tiny model, packaged MiniLM: nothing to fetch
+    # the generated SK2Decompile data's source and the KodCode release (each into its own cache_dir, as the data
+    # jobs load them), the BigCodeBench sets, and LiveCodeBench's files of release_v6
+    assert refs["datasets"] == [
+        ("data.generate.source.hub_id", "LLM4Binary/decompile-ghidra-100k", "data/hf-cache"),
+        ("data.kodcode.source.hub_id", "KodCode/KodCode-Light-RL-10K", "data/hf-cache"),
+        ("evaluate.codegen.bigcodebench_full.source", "bigcode/bigcodebench", None),
+        ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
+    assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
+                                      ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)])]
+    # tiny model, packaged MiniLM, shipped data and benchmark samples: nothing to fetch
+    assert hub.hub_refs(local) == {"models": [], "datasets": [], "dataset_repos": []}
 
 
-def test_refs_imports_extras_and_hub_id_keys(paper, tmp_path):
+def test_refs_imports_extras_and_sources(paper, tmp_path):
     cfg = copy.deepcopy(paper)
     cfg["sft"]["import"] = {"skeleton": "LLM4Binary/sk2decompile-struct-6.7b", "skin": str(tmp_path)}
     cfg["skin_rl"]["import"] = "Qwen/Qwen3-8B"  # already named by dhrcl.init: listed once
-    cfg["hub"] = {"models": ["org/extra"], "datasets": ["LLM4Binary/decompile-ghidra-100k"]}
-    cfg["data"]["generate_source"] = {"hub_id": "org/rows", "split": "train"}  # any hub_id key, e.g. a data source
+    cfg["hub"] = {"models": ["org/extra"], "datasets": ["org/more-rows"]}
     cfg["evaluate"]["decompile"]["embedding"] = {"backend": "local",
                                                  "local_model_path": "sentence-transformers/all-MiniLM-L6-v2"}
+    cfg["data"]["sk2d_inputs"] = "examples"  # data.generate is not used then
+    cfg["data"]["kodcode"]["source"]["path"] = str(tmp_path)  # a local copy wins over the hub id
+    cfg["evaluate"]["codegen"]["benchmarks"] = ["humaneval", "bigcodebench_hard", "livecodebench"]
+    cfg["evaluate"]["codegen"]["livecodebench"]["version"] = "v5"  # one file: test5.jsonl
     refs = hub.hub_refs(cfg)
     assert [k for k, _ in refs["models"]] == ["model.base", "sft.import.skeleton", "skin_rl.import",
                                               "embedding.server_model_path",
                                               "evaluate.decompile.embedding.local_model_path", "hub.models[0]"]
-    assert refs["datasets"] == [("hub.datasets[0]", "LLM4Binary/decompile-ghidra-100k"),
-                                ("data.generate_source.hub_id", "org/rows")]
+    assert refs["datasets"] == [("hub.datasets[0]", "org/more-rows", None),
+                                ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
+    assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
+                                      ["test5.jsonl"])]
     assert not hub.is_hub_id("results/runs/x/hf", cfg) and not hub.is_hub_id("tiny") and not hub.is_hub_id("a/b/c")
 
 
@@ -110,22 +126,38 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     cfg["dhrcl"]["init"] = "base"
     cfg["embedding"]["serve"] = False
     cfg["hub"] = {"cache_dir": str(home), "offline_jobs": True, "models": [], "datasets": [DATASET_ID]}
+    # a data source with its own datasets cache (as data.kodcode.source has on the paper config), and
+    # LiveCodeBench-style dataset files; nothing else from the hub
+    kod_cache = tmp_path / "kod-cache"
+    cfg["data"]["sk2d_inputs"] = "examples"
+    cfg["data"]["kodcode"]["source"] = {"hub_id": KOD_ID, "path": None, "split": "train",
+                                        "cache_dir": str(kod_cache), "limit": None}
+    cfg["evaluate"]["codegen"]["benchmarks"] = ["humaneval", "livecodebench"]
+    cfg["evaluate"]["codegen"]["livecodebench"] = {**cfg["evaluate"]["codegen"]["livecodebench"],
+                                                   "source": LCB_ID, "version": "v2"}
     rows_repo = tmp_path / "rows"
     (rows_repo / "data").mkdir(parents=True)
     (rows_repo / "data" / "train.jsonl").write_text("".join(json.dumps({"id": i, "code": f"int f{i};"}) + "\n"
                                                             for i in range(5)))
+    lcb_repo = tmp_path / "lcb"
+    lcb_repo.mkdir()
+    for name in ("test.jsonl", "test2.jsonl"):
+        (lcb_repo / name).write_text(json.dumps({"question_title": name}) + "\n")
     offline = {"HF_HUB_OFFLINE": "1"}
     # before: the offline check names the keys and the fix
     problems = preflight.check_offline(cfg, offline)
-    assert len(problems) == 2 and problems[0].startswith(f"model.base = '{MODEL_ID}'")
+    assert [p.split(" = ")[0] for p in problems] == ["model.base", "hub.datasets[0]", "data.kodcode.source.hub_id",
+                                                     "evaluate.codegen.livecodebench.source"]
     assert problems[1].startswith(f"hub.datasets[0] = '{DATASET_ID}' (dataset)")
+    assert f"({kod_cache})" in problems[2] and "['test2.jsonl']" in problems[3]
     assert all("snakemake prefetch" in p for p in problems)
 
     cfg_file = tmp_path / "cfg.json"
     cfg_file.write_text(json.dumps(cfg))
     code = ("import json, sys\nfrom codegrpo import hub\n"
             "print('MANIFEST ' + json.dumps(hub.prefetch(json.load(open(sys.argv[1])))))\n")
-    with HubStandIn(models={MODEL_ID: tiny_model_dir}, datasets={DATASET_ID: rows_repo}) as standin:
+    with HubStandIn(models={MODEL_ID: tiny_model_dir},
+                    datasets={DATASET_ID: rows_repo, KOD_ID: rows_repo, LCB_ID: lcb_repo}) as standin:
         proc = subprocess.run([sys.executable, "-c", code, str(cfg_file)], capture_output=True, text=True,
                               cwd=REPO, timeout=300, env={**_online_env(standin.url), "HF_HOME": str(home)})
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -138,9 +170,13 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     assert ("GET", f"/api/models/{MODEL_ID}") in requests or \
         ("GET", f"/api/models/{MODEL_ID}/revision/main") in requests
     assert ("GET", f"/{MODEL_ID}/resolve/{COMMIT}/config.json") in requests
-    assert manifest["datasets"] == [{"key": "hub.datasets[0]", "id": DATASET_ID, "splits": {"train": 5},
-                                     "seconds": manifest["datasets"][0]["seconds"]}]
+    assert [(d["key"], d["id"], d["cache_dir"], d["splits"]) for d in manifest["datasets"]] == [
+        ("hub.datasets[0]", DATASET_ID, str(home / "datasets"), {"train": 5}),
+        ("data.kodcode.source.hub_id", KOD_ID, str(kod_cache), {"train": 5})]
     assert ("GET", f"/datasets/{DATASET_ID}/resolve/{COMMIT}/data/train.jsonl") in requests
+    (files,) = manifest["dataset_repos"]
+    assert files["id"] == LCB_ID and files["files"] == ["test2.jsonl"]  # only what the version reads
+    assert not any(p.endswith("/test.jsonl") for _, p in requests)
     snapshot = home / "hub" / ("models--" + MODEL_ID.replace("/", "--")) / "snapshots" / COMMIT
     assert (snapshot / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
 
@@ -165,6 +201,15 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     proc = subprocess.run([sys.executable, "-c", rows], capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=job_env)
     assert "ROWS 5 int f4;" in proc.stdout, proc.stderr[-3000:]
+    # the data and evaluation code paths, offline: the KodCode release from its own cache, LiveCodeBench's file
+    jobs = ("from codegrpo.data.kodcode import load_release\n"
+            "from codegrpo.eval.suites import _lcb_paths\n"
+            f"name, rows = load_release({cfg['data']['kodcode']['source']!r})\n"
+            f"(path,) = _lcb_paths({LCB_ID!r}, 'v2')\n"
+            "print('JOBS', name, len(rows), open(path).read().strip())\n")
+    proc = subprocess.run([sys.executable, "-c", jobs], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=job_env)
+    assert f'JOBS {KOD_ID} 5 {{"question_title": "test2.jsonl"}}' in proc.stdout, proc.stderr[-3000:]
 
 
 def test_prefetch_failure_names_the_key(paper, tmp_path):
