@@ -174,13 +174,17 @@ def check_embedding_server(section: Mapping[str, Any], log_path: str) -> dict:
             "stopped": True}
 
 
-def smoke_grpo_config(cfg: Mapping[str, Any], smoke: Mapping[str, Any]) -> dict:
-    """The config whose ``skeleton_rl`` section holds the smoke's GRPO run: one GPU, vLLM rollout, 2 steps."""
+def smoke_grpo_config(cfg: Mapping[str, Any], smoke: Mapping[str, Any], device: str = "gpu") -> dict:
+    """The config whose ``skeleton_rl`` section holds the smoke's GRPO run: one GPU, vLLM rollout, 2 steps.
+
+    ``device`` is gpu whatever the run's device: the check is of the GPU path (CPU mode swaps the vLLM rollout for
+    transformers); cpu only to test the check's own code on a machine without a GPU.
+    """
     import copy
 
     g = dict(smoke["grpo"])
     out = copy.deepcopy(dict(cfg))
-    out["device"] = "gpu"  # the check is of the GPU path, whatever the run's device (CPU mode swaps the rollout)
+    out["device"] = device
     section = dict(out["skeleton_rl"])
     steps = int(g["steps"])
     section.update({
@@ -201,19 +205,19 @@ def smoke_grpo_config(cfg: Mapping[str, Any], smoke: Mapping[str, Any]) -> dict:
 
 
 def check_grpo(cfg: Mapping[str, Any], smoke: Mapping[str, Any], train: str, val: str, model_dir: str,
-               run_dir: str) -> dict:
+               run_dir: str, device: str = "gpu") -> dict:
     """``smoke.grpo.steps`` GRPO steps of verl with the vLLM rollout on the tiny model; the run's checkpoint is
-    exported and its metrics hold one line per step."""
+    exported and its metrics hold one line per step. (``device`` cpu: verl's CPU mode, to test this code.)"""
     import torch
 
     from codegrpo.rewards.compile import env_from_config as compile_env
     from codegrpo.verl.stages import run_grpo
 
-    if not torch.cuda.is_available():  # else Ray would wait for a GPU that never comes, until the time limit
+    if device == "gpu" and not torch.cuda.is_available():  # else Ray would wait for a GPU until the time limit
         raise RuntimeError("no CUDA device visible to torch (torch.cuda.is_available() is False): the GRPO check "
                            f"runs verl's vLLM rollout on a GPU (torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
                            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
-    gcfg = smoke_grpo_config(cfg, smoke)
+    gcfg = smoke_grpo_config(cfg, smoke, device)
     env = compile_env(dict(gcfg["compile_reward"])) if gcfg.get("compile_reward") else {}
     done = run_grpo(gcfg, gcfg["skeleton_rl"], "smoke_grpo", train_files=train, val_files=val,
                     init_model=model_dir, run_dir=run_dir, env=env)
@@ -230,18 +234,22 @@ def check_grpo(cfg: Mapping[str, Any], smoke: Mapping[str, Any], train: str, val
 
 
 def check_eval_batch(model_dir: str, data: str, out_path: str, batch_size: int = 4, max_new_tokens: int = 32,
-                     gpu_memory_utilization: float = 0.3, workers: int = 2) -> dict:
-    """One evaluation batch (``batch_size`` O0 tasks) through the vLLM backend, scored by re-execution."""
+                     gpu_memory_utilization: float = 0.3, workers: int = 2, backend: str = "vllm") -> dict:
+    """One evaluation batch (``batch_size`` O0 tasks) through the vLLM backend (``backend``: the generation
+    backend, vllm for the smoke test), scored by re-execution."""
     from codegrpo.eval.decompile import run_system
     from codegrpo.eval.generate import GenerationSettings
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, batch_size=batch_size, max_prompt_tokens=1024,
                                   use_chat_template=True, gpu_memory_utilization=gpu_memory_utilization)
-    res = run_system("smoke", model_dir, None, data, out_path, settings=settings, backend="vllm", levels=("O0",),
+    res = run_system("smoke", model_dir, None, data, out_path, settings=settings, backend=backend, levels=("O0",),
                      tasks_per_level=batch_size, workers=workers)
-    if res["backend"] != "vllm":
-        raise RuntimeError(f"evaluation ran on backend {res['backend']!r}, not vllm")
-    return {"tasks": len(res["records"]), "backend": res["backend"], "seconds": res.get("seconds")}
+    if res["backend"] != backend:
+        raise RuntimeError(f"evaluation ran on backend {res['backend']!r}, not {backend}")
+    if len(res["records"]) != batch_size:
+        raise RuntimeError(f"{len(res['records'])} tasks evaluated, expected {batch_size}")
+    return {"tasks": len(res["records"]), "backend": res["backend"], "seconds": res.get("seconds"),
+            "out": str(out_path)}
 
 
 # ----------------------------------------------------------------------------------------------------------

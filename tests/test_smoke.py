@@ -152,3 +152,40 @@ def test_smoke_resources_ask_for_one_gpu(paper, local):
     cfg["device"] = "cpu"
     assert "gpu" not in stage_resources(cfg, "smoke")
     assert os.path.exists(REPO / paper["evaluate"]["decompile"]["data"])
+
+
+def test_eval_batch_check_glue_on_cpu(paper, tmp_path):
+    """The evaluation check's own code (tasks, scoring, result) with the transformers backend in place of vLLM,
+    on a tiny model built by the tiny_model check's function: only the generation backend differs on a GPU."""
+    from codegrpo.models import build_tiny_model
+
+    corpus = ["int func0(int var1) { return var1 + 1; }", "for (int i = 0; i < n; i++) sum += a[i];"] * 20
+    model = build_tiny_model(tmp_path / "tiny", corpus, arch="qwen2", vocab_size=400, seed=0, hidden_size=64)
+    data = str(REPO / paper["evaluate"]["decompile"]["data"])
+    res = smoke.run_check(Check("eval_cpu", "codegrpo.smoke:check_eval_batch",
+                                {"model_dir": str(model), "data": data, "out_path": str(tmp_path / "eval.json"),
+                                 "batch_size": 2, "max_new_tokens": 8, "backend": "transformers", "workers": 1},
+                                600), tmp_path)
+    assert res.status == "ok", (res.error, res.detail)
+    assert res.detail["tasks"] == 2 and res.detail["backend"] == "transformers"
+    result = json.loads((tmp_path / "eval.json").read_text())
+    assert [r["opt"] for r in result["records"]] == ["O0", "O0"]
+
+
+@pytest.mark.slow
+def test_grpo_check_glue_in_verl_cpu_mode(local, tmp_path):
+    """The GRPO check's own code (config, run_grpo, metrics, checkpoint) through verl's CPU mode on the toy task
+    (its rollout is transformers there, not vLLM): on a GPU only the rollout and the device differ."""
+    from codegrpo import learning
+    from codegrpo.models import build_tiny_model
+
+    files = learning.write_toy_dataset(tmp_path / "toy", n_train=16, n_val=4, seed=0)
+    model = build_tiny_model(tmp_path / "tiny", learning.toy_corpus(0), vocab_size=512, seed=0)
+    smoke_cfg = copy.deepcopy(local["smoke"])
+    smoke_cfg["grpo"].update({"max_prompt_length": 64, "max_response_length": 8})
+    kwargs = {"cfg": {k: local[k] for k in smoke.GRPO_SECTIONS}, "smoke": smoke_cfg, "train": str(files["train"]),
+              "val": str(files["val"]), "model_dir": str(model), "run_dir": str(tmp_path / "grpo"), "device": "cpu"}
+    res = smoke.run_check(Check("grpo_cpu", "codegrpo.smoke:check_grpo", kwargs, 900), tmp_path)
+    assert res.status == "ok", (res.error, res.detail.get("traceback", "")[-2000:])
+    assert res.detail["steps"] == 2 and Path(res.detail["hf"], "config.json").is_file()
+    assert any(k.startswith("critic/score") for k in res.detail["last_step"])
