@@ -5,15 +5,15 @@ an import error of one check cannot take the others down; a vLLM engine frees it
 ends) with a time limit, and :func:`write_report` writes ``report.md`` / ``report.json`` with, per check,
 ``ok`` / ``failed``, the seconds it took and the error. The checks (in the order they run):
 
-1. ``tiny_model``: a tiny random Qwen2 built offline from the run's RL texts, with vLLM/flash-attn-friendly
-   attention heads (head size 64);
+1. ``tiny_model``: the smoke's own inputs, offline: the toy task of the learning checks (verl RL parquet, toy
+   reward) and a tiny random Qwen2 with vLLM/flash-attn-friendly attention heads (head size 64);
 2. ``import_verl_workers``, ``import_vllm``, ``import_flash_attn``: the GPU stack imports;
 3. ``vllm_engine``: one vLLM engine on the tiny model generates, and shuts down;
 4. ``embedding_server``: the configured embedding server (:func:`codegrpo.services.embedding_service`: vLLM
    with ``embedding.serve``, else the project's CPU server) starts, answers ``/v1/embeddings``, and stops with
    nothing left running;
-5. ``grpo_vllm``: 2 GRPO steps of verl with the vLLM rollout on the tiny model (the skeleton RL data and
-   reward, :func:`codegrpo.verl.stages.run_grpo`), exported as a checkpoint;
+5. ``grpo_vllm``: 2 GRPO steps of verl with the vLLM rollout on the tiny model (the toy task and its reward,
+   :func:`codegrpo.verl.stages.run_grpo`, the pipeline's GRPO lifecycle), exported as a checkpoint;
 6. ``eval_vllm``: one evaluation batch (HumanEval-Decompile tasks) through the vLLM generation backend and
    the re-executability sandbox (:func:`codegrpo.eval.decompile.run_system`).
 
@@ -94,15 +94,18 @@ def check_import(module: str) -> dict:
     return {"module": module, "version": getattr(top, "__version__", None), "file": getattr(mod, "__file__", None)}
 
 
-def check_tiny_model(out_dir: str, texts_from: Sequence[str], hidden_size: int = 256, num_layers: int = 2,
+def check_tiny_model(out_dir: str, data_dir: str, hidden_size: int = 256, num_layers: int = 2,
                      vocab_size: int = 1024, seed: int = 0) -> dict:
-    """Build the smoke's tiny model (4 heads: head size ``hidden_size / 4``, 64 by default) from RL parquet texts."""
-    from codegrpo.models import build_tiny_model, corpus_from_parquet
+    """The smoke's own inputs, offline and in seconds: the learning checks' toy task as verl RL parquet files
+    (``data_dir``: toy.train / toy.val, scored by the toy reward) and a tiny random Qwen2 with 4 attention heads
+    (head size ``hidden_size / 4``: 64 by default, which vLLM's and flash-attn's kernels support)."""
+    from codegrpo import learning
+    from codegrpo.models import build_tiny_model
 
-    texts = corpus_from_parquet(list(texts_from))
-    path = build_tiny_model(out_dir, texts, arch="qwen2", vocab_size=vocab_size, seed=seed, hidden_size=hidden_size,
-                            num_layers=num_layers, max_position_embeddings=4096)
-    return {"model_dir": str(path), "texts": len(texts)}
+    files = learning.write_toy_dataset(data_dir, n_train=64, n_val=8, seed=seed)
+    path = build_tiny_model(out_dir, learning.toy_corpus(seed), arch="qwen2", vocab_size=vocab_size, seed=seed,
+                            hidden_size=hidden_size, num_layers=num_layers, max_position_embeddings=4096)
+    return {"model_dir": str(path), "train": str(files["train"]), "val": str(files["val"])}
 
 
 def check_vllm_engine(model_dir: str, gpu_memory_utilization: float = 0.3, max_new_tokens: int = 16) -> dict:
@@ -310,18 +313,19 @@ def run_check(check: Check, work_dir: str | os.PathLike, env: Mapping[str, str] 
                                                                      "traceback": data.get("traceback", "")[-3000:]})
 
 
-def plan_checks(cfg: Mapping[str, Any], *, train: str, val: str, decompile_data: str, out_dir: str | os.PathLike,
+def plan_checks(cfg: Mapping[str, Any], *, decompile_data: str, out_dir: str | os.PathLike,
                 logs_dir: str | os.PathLike) -> list[Check]:
-    """The smoke's checks for this config (``smoke`` section: sizes and time limits)."""
+    """The smoke's checks for this config (``smoke`` section: sizes and time limits). Its inputs are its own
+    (toy task, tiny model) and the shipped evaluation file: nothing of the pipeline needs to run first."""
     sm = cfg["smoke"]
     out, logs = Path(out_dir).resolve(), Path(logs_dir).resolve()
-    model = str(out / "tiny")
+    model, data = str(out / "tiny"), out / "toy"
     t = sm["timeouts_s"]
     mem = float(sm["gpu_memory_utilization"])
     return [
         Check("tiny_model", "codegrpo.smoke:check_tiny_model",
-              {"out_dir": model, "texts_from": [str(Path(train).resolve())], **sm["tiny"],
-               "seed": int(cfg.get("seed", 0))}, t["tiny_model"]),
+              {"out_dir": model, "data_dir": str(data), **sm["tiny"], "seed": int(cfg.get("seed", 0))},
+              t["tiny_model"]),
         Check("import_verl_workers", "codegrpo.smoke:check_import", {"module": "verl.workers.fsdp_workers"},
               t["imports"]),
         Check("import_vllm", "codegrpo.smoke:check_import", {"module": "vllm"}, t["imports"]),
@@ -333,7 +337,7 @@ def plan_checks(cfg: Mapping[str, Any], *, train: str, val: str, decompile_data:
               t["embedding_server"]),
         Check("grpo_vllm", "codegrpo.smoke:check_grpo",
               {"cfg": {k: cfg[k] for k in GRPO_SECTIONS if k in cfg},
-               "smoke": dict(sm), "train": str(Path(train).resolve()), "val": str(Path(val).resolve()),
+               "smoke": dict(sm), "train": str(data / "toy.train.parquet"), "val": str(data / "toy.val.parquet"),
                "model_dir": model, "run_dir": str(out / "grpo")}, t["grpo"]),
         Check("eval_vllm", "codegrpo.smoke:check_eval_batch",
               {"model_dir": model, "data": str(Path(decompile_data).resolve()), "out_path": str(out / "eval.json"),

@@ -99,12 +99,12 @@ def test_verl_workers_import_and_run_smoke_writes_the_report(tmp_path):
 
 
 def test_plan_of_the_paper_config(paper, tmp_path):
-    checks = smoke.plan_checks(paper, train="r/train.parquet", val="r/val.parquet", decompile_data="d.json",
-                               out_dir=tmp_path / "smoke", logs_dir=tmp_path / "logs")
+    checks = smoke.plan_checks(paper, decompile_data="d.json", out_dir=tmp_path / "smoke", logs_dir=tmp_path / "logs")
     assert [c.name for c in checks] == ["tiny_model", "import_verl_workers", "import_vllm", "import_flash_attn",
                                         "vllm_engine", "embedding_server", "grpo_vllm", "eval_vllm"]
     by = {c.name: c for c in checks}
     assert by["tiny_model"].kwargs["hidden_size"] == 256  # head size 64
+    assert by["grpo_vllm"].kwargs["train"] == str(tmp_path / "smoke" / "toy" / "toy.train.parquet")
     assert by["embedding_server"].kwargs["section"]["server_command"].startswith("{python} -m vllm")
     assert by["eval_vllm"].kwargs["batch_size"] == 4
     assert sum(c.timeout_s for c in checks) <= 3600
@@ -176,11 +176,8 @@ def test_eval_batch_check_glue_on_cpu(paper, tmp_path):
 def test_grpo_check_glue_in_verl_cpu_mode(local, tmp_path):
     """The GRPO check's own code (config, run_grpo, metrics, checkpoint) through verl's CPU mode on the toy task
     (its rollout is transformers there, not vLLM): on a GPU only the rollout and the device differ."""
-    from codegrpo import learning
-    from codegrpo.models import build_tiny_model
-
-    files = learning.write_toy_dataset(tmp_path / "toy", n_train=16, n_val=4, seed=0)
-    model = build_tiny_model(tmp_path / "tiny", learning.toy_corpus(0), vocab_size=512, seed=0)
+    made = smoke.check_tiny_model(str(tmp_path / "tiny"), str(tmp_path / "toy"), hidden_size=64, vocab_size=512)
+    files, model = {"train": made["train"], "val": made["val"]}, made["model_dir"]
     smoke_cfg = copy.deepcopy(local["smoke"])
     smoke_cfg["grpo"].update({"max_prompt_length": 64, "max_response_length": 8})
     kwargs = {"cfg": {k: local[k] for k in smoke.GRPO_SECTIONS}, "smoke": smoke_cfg, "train": str(files["train"]),

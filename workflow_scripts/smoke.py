@@ -9,8 +9,7 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
 try:
-    checks = plan_checks(p.cfg, train=sm.input.train, val=sm.input.val, decompile_data=sm.input.decompile,
-                         out_dir=p.out_dir, logs_dir=p.logs_dir)
+    checks = plan_checks(p.cfg, decompile_data=sm.input.decompile, out_dir=p.out_dir, logs_dir=p.logs_dir)
     report = run_smoke(checks, p.out_dir, sm.output.report, sm.output.json)
     s = report["summary"]
     logging.info("smoke: %d ok, %d failed in %.0f s; report %s", s["ok"], s["failed"], s["total_s"],
