@@ -26,6 +26,7 @@ include: "rules/dhrcl.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"
 include: "rules/learning.smk"
+include: "rules/cluster.smk"
 
 
 # Light rules (seconds on one CPU, no GPU) run on the submitting host under the SLURM profile instead of

@@ -114,6 +114,24 @@ def log_to(path: str | os.PathLike) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
 
 
+def iter_jsonl(path: str | os.PathLike, error: type[Exception] = ValueError, fh=None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSONL file (or of the open text file ``fh``); a line
+    that is not a JSON object raises ``error`` naming the file and the line."""
+    with contextlib.ExitStack() as stack:
+        if fh is None:
+            fh = stack.enter_context(open(path, encoding="utf-8"))
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise error(f"{path}: line {lineno}: not valid JSON: {exc.msg}") from exc
+            if not isinstance(obj, dict):
+                raise error(f"{path}: line {lineno}: a record must be a JSON object")
+            yield lineno, obj
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]

@@ -26,7 +26,7 @@ import random
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from codegrpo.io import atomic_path, write_json
+from codegrpo.io import atomic_path, iter_jsonl, write_json
 
 log = logging.getLogger(__name__)
 
@@ -164,17 +164,10 @@ def reward_curve(metrics_file: str | os.PathLike, key: str = SCORE_KEY) -> list[
     if not path.is_file():
         raise LearningCheckError(f"{path}: no metrics file (did the run train?)")
     by_step: dict[int, float] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LearningCheckError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            step, metrics = rec.get("step"), rec.get("metrics", rec)
-            if isinstance(step, int) and step > 0 and key in metrics:
-                by_step[step] = float(metrics[key])
+    for _, rec in iter_jsonl(path, LearningCheckError):
+        step, metrics = rec.get("step"), rec.get("metrics", rec)
+        if isinstance(step, int) and step > 0 and key in metrics:
+            by_step[step] = float(metrics[key])
     if not by_step:
         raise LearningCheckError(f"{path}: no step carries {key!r}")
     return [by_step[s] for s in sorted(by_step)]
@@ -368,23 +361,16 @@ def stage_timeline(metrics_file: str | os.PathLike) -> list[dict]:
     """Per training step: the stage the reward used, the gate it applied and that gate's batch mean."""
     path = Path(metrics_file)
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LearningCheckError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            stage = rec.get("reward/stage/mean")
-            if not isinstance(rec.get("step"), int) or rec["step"] < 1 or stage is None:
-                continue
-            stage = int(round(float(stage)))
-            gate = GATES.get(stage)
-            rows.append({"step": rec["step"], "stage": stage, "gate": gate,
-                         "gate_value": rec.get(f"reward/{gate}/mean") if gate else None,
-                         "score": rec.get(SCORE_KEY),
-                         **{k: rec.get(f"reward/{k}/mean") for k in ("a_syntax", "a_exec", "a_pass")}})
+    for _, rec in iter_jsonl(path, LearningCheckError):
+        stage = rec.get("reward/stage/mean")
+        if not isinstance(rec.get("step"), int) or rec["step"] < 1 or stage is None:
+            continue
+        stage = int(round(float(stage)))
+        gate = GATES.get(stage)
+        rows.append({"step": rec["step"], "stage": stage, "gate": gate,
+                     "gate_value": rec.get(f"reward/{gate}/mean") if gate else None,
+                     "score": rec.get(SCORE_KEY),
+                     **{k: rec.get(f"reward/{k}/mean") for k in ("a_syntax", "a_exec", "a_pass")}})
     return rows
 
 

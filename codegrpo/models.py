@@ -239,8 +239,9 @@ def import_checkpoint(src: str, dst: str | os.PathLike, revision: str | None = N
     """Install an existing checkpoint at ``dst`` instead of training it.
 
     ``src`` is a local Hugging Face folder (copied, weights re-saved only if they are not safetensors) or a
-    hub model id such as ``LLM4Binary/sk2decompile-struct-6.7b`` (downloaded with huggingface_hub; needs
-    network access and fails with a clear message offline).
+    hub model id such as ``LLM4Binary/sk2decompile-struct-6.7b`` (through the Hugging Face cache: downloaded
+    with huggingface_hub, or taken from the cache offline after ``snakemake prefetch``; fails with a clear
+    message when neither is possible).
     """
     p = Path(os.path.expanduser(src))
     if p.exists():
@@ -259,12 +260,17 @@ def import_checkpoint(src: str, dst: str | os.PathLike, revision: str | None = N
     from huggingface_hub import snapshot_download
 
     with atomic_dir(dst) as tmp:
+        # Through the Hugging Face cache (HF_HOME): a job with HF_HUB_OFFLINE=1 finds what `snakemake prefetch`
+        # put there (a local_dir download cannot fall back on the cache offline).
         try:
-            snapshot_download(repo_id=src, revision=revision, local_dir=str(tmp),
-                              allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.bin"])
-        except Exception as exc:  # network errors, offline mode, missing repo
+            cached = Path(snapshot_download(repo_id=src, revision=revision, allow_patterns=[
+                "*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.bin"]))
+        except Exception as exc:  # network errors, offline mode without the cache, missing repo
             raise CheckpointError(f"could not download model {src!r}: {type(exc).__name__}: {exc}") from exc
-        shutil.rmtree(tmp / ".cache", ignore_errors=True)
+        for item in cached.rglob("*"):
+            if item.is_file():  # the cache's files are symlinks to blobs: copy the content
+                (tmp / item.relative_to(cached)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(item, tmp / item.relative_to(cached))
         if not is_hf_dir(tmp):
             raise CheckpointError(f"model {src!r} downloaded without config.json/weights")
     log.info("imported hub model %s -> %s", src, dst)

@@ -9,8 +9,8 @@ problems found at once. The checks:
   over nodes x GPUs per node (:func:`check_topology`);
 * batch sizes against the rows a stage really gets after split and filter (:func:`check_rows`);
 * a partition under the SLURM executor (:func:`check_partition`);
-* models that are neither a local path nor in the Hugging Face cache while ``HF_HUB_OFFLINE=1``
-  (:func:`check_offline`);
+* models and datasets named by hub id that are not in the run's Hugging Face cache while ``HF_HUB_OFFLINE=1``
+  (:func:`check_offline`, with :mod:`codegrpo.hub`; ``snakemake prefetch`` fills the cache);
 * the wandb logger without ``WANDB_API_KEY`` or ``WANDB_MODE`` (:func:`check_wandb`);
 * prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`).
 """
@@ -130,57 +130,18 @@ def check_partition(cfg: Mapping, executor: str | None) -> list[str]:
     return []
 
 
-def _is_local(ref: str, cfg: Mapping) -> bool:
-    p = Path(os.path.expanduser(ref))
-    results = str(cfg.get("results_dir", "results")).rstrip("/") + "/"
-    return p.exists() or ref.startswith((".", "/", "~", results))
+def check_offline(cfg: Mapping, env: Mapping[str, str], *, cache_dir: str | None = None,
+                  datasets_dir: str | None = None) -> list[str]:
+    """With HF_HUB_OFFLINE=1 every model and dataset the run names by hub id must be in the run's cache.
 
-
-def _in_hf_cache(repo_id: str, cache_dir: str | None = None) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
-    except Exception:  # noqa: BLE001 - an id the hub would reject is not in the cache either
-        return False
-    return isinstance(found, str)
-
-
-def _model_refs(cfg: Mapping) -> list[tuple[str, str]]:
-    """(config key, value) of every model the run loads by path or hub id."""
-    refs = []
-    # a job's config holds only the sections it needs (rules/training_common.smk): check what is there
-    base = (cfg.get("model") or {}).get("base", "tiny")
-    if base != "tiny":
-        refs.append(("model.base", base))
-    for which, value in ((cfg.get("sft") or {}).get("import") or {}).items():
-        if value:
-            refs.append((f"sft.import.{which}", value))
-    for stage in RL_STAGES:
-        if (cfg.get(stage) or {}).get("import"):
-            refs.append((f"{stage}.import", cfg[stage]["import"]))
-    dh = cfg.get("dhrcl") or {}
-    if dh.get("init") and dh["init"] != "base":
-        refs.append(("dhrcl.init", dh["init"]))
-    emb = cfg.get("embedding") or {}
-    if emb.get("serve") and emb.get("server_model_path"):
-        refs.append(("embedding.server_model_path", emb["server_model_path"]))
-    return refs
-
-
-def check_offline(cfg: Mapping, env: Mapping[str, str], *, cache_dir: str | None = None) -> list[str]:
-    """With HF_HUB_OFFLINE=1 every model must be a local path or already in the Hugging Face cache."""
+    The ids and the cache come from :mod:`codegrpo.hub` (``hub.cache_dir`` / ``HF_HOME``; ``cache_dir`` and
+    ``datasets_dir`` override the models' / datasets' cache folders); local folders are always fine.
+    """
     if str(env.get("HF_HUB_OFFLINE", "")).lower() not in ("1", "true", "yes", "on"):
         return []
-    problems = []
-    for key, ref in _model_refs(cfg):
-        if _is_local(ref, cfg) or _in_hf_cache(ref, cache_dir):
-            continue
-        problems.append(
-            f"{key} = {ref!r} is neither a local path nor in the Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
-            f"downloading it; download it first on a node with internet (huggingface-cli download {ref}, into the "
-            f"same HF_HOME) or set {key} to a local folder")
-    return problems
+    from codegrpo import hub
+
+    return hub.missing(cfg, env, cache_dir=cache_dir, datasets_dir=datasets_dir)
 
 
 def check_wandb(cfg: Mapping, env: Mapping[str, str]) -> list[str]:

@@ -110,6 +110,14 @@ def reexec_columns(benchmarks=DEC_BENCHMARKS) -> list[str]:
     return [f"{prefix} {c}" for prefix, _, _ in benchmarks.values() for c in (*LEVELS, "avg")]
 
 
+
+def _decompile_cells(proto: list[str], tasks: list[str], provs: list[dict]) -> dict:
+    """The protocol, subset and provenance cells of one of our decompilation rows (one entry per benchmark)."""
+    return {"protocol": "; ".join(proto), "tasks/level": "; ".join(tasks),
+            "source": "; ".join(p["source"] for p in provs),
+            "config": "; ".join(dict.fromkeys(p["config"] for p in provs)),
+            "date": max(p["date"] for p in provs)}
+
 def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DEC_BENCHMARKS) -> Table:
     """The main table: re-executability per level and average on each decompilation benchmark, one row per
     system (its result files of every benchmark side by side), the protocol each number was measured with."""
@@ -136,10 +144,7 @@ def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DE
             proto.append(f"{prefix}: {protocol}")
             tasks.append(f"{prefix} {_subset_note(res)}")
             provs.append(_prov(res))
-        row.update({"protocol": "; ".join(proto), "tasks/level": "; ".join(tasks),
-                    "source": "; ".join(p["source"] for p in provs),
-                    "config": "; ".join(dict.fromkeys(p["config"] for p in provs)),
-                    "date": max(p["date"] for p in provs)})
+        row.update(_decompile_cells(proto, tasks, provs))
         t.rows.append(row)
     for pub in published.get("reexec", []):
         row = {"method": pub["method"], "origin": PUBLISHED, "protocol": "sk2decompile (paper)",
@@ -213,10 +218,7 @@ def table_ablation(results: Sequence[dict], published: dict) -> Table:
                 proto.append(f"{prefix}: {res.get('protocol') or 'llm4decompile'}")
                 tasks.append(f"{prefix} {_subset_note(res)}")
                 provs.append(_prov(res))
-        row.update({"protocol": "; ".join(proto), "tasks/level": "; ".join(tasks),
-                    "source": "; ".join(p["source"] for p in provs),
-                    "config": "; ".join(dict.fromkeys(p["config"] for p in provs)),
-                    "date": max(p["date"] for p in provs)})
+        row.update(_decompile_cells(proto, tasks, provs))
         return row
 
     seen = set()

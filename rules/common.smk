@@ -3,6 +3,7 @@ import os
 
 from snakemake.utils import validate
 
+from codegrpo import hub as _hub
 from codegrpo import preflight as _preflight
 from codegrpo.cluster.resources import stage_resources as _stage_resources
 
@@ -11,6 +12,11 @@ validate(config, schema="../schemas/config.schema.yaml")
 # Preflight (codegrpo.preflight): config consistency now, before any job is planned; the checks that depend
 # on where jobs run (partition, offline models, wandb) when the default target is planned under SLURM.
 _preflight.raise_problems(_preflight.check_topology(config))
+
+# The Hugging Face cache and offline switches of every job (hub section; codegrpo.hub): set in this process,
+# whose environment local jobs inherit and SLURM jobs receive (sbatch --export=ALL). Only the prefetch rule goes
+# online (it drops the switches).
+os.environ.update(_hub.job_env(config))
 
 RESULTS = config["results_dir"]
 LOGS = config["logs_dir"]
@@ -29,6 +35,9 @@ def all_targets(wildcards):
     executor = getattr(plugin, "name", None)
     if executor == "slurm":
         _preflight.plan_checks(config, executor=executor)
+    elif plugin is not None and not workflow.dryrun and config["hub"]["offline_jobs"]:
+        # a real run elsewhere with offline jobs: every hub id must be cached (`snakemake prefetch`)
+        _preflight.raise_problems(_preflight.check_offline(config, os.environ))
     return [f for files in STAGE_TARGETS.values() for f in files]
 
 

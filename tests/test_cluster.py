@@ -27,7 +27,12 @@ from codegrpo.cluster import (
     allocation_from,
     expand_counts,
     expand_hostlist,
+    nested_srun_env,
     parse_job_record,
+    port_base_free,
+    random_port_base,
+    step_srun,
+    unset_prefix,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -140,6 +145,7 @@ def test_plan_multi_host_head_local_workers_through_srun(tmp_path):
     assert worker[:6] == ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", "othernode"]
     for cmd in (head, worker):
         assert "--gres=gpu:8" in cmd and "--cpus-per-task=64" in cmd and "--mem=0" in cmd
+        assert "--gpu-bind=none" in cmd  # all of the node's GPUs visible to its one Ray node
         assert any(c.endswith("/ray") or c == "ray" for c in cmd) and "--block" in cmd
     assert "--head" in head
     assert _flag(head, "--port") == "6380" and _flag(head, "--num-gpus") == "8"
@@ -157,6 +163,45 @@ def test_plan_same_host_gets_distinct_ports_and_dirs(tmp_path):
         values = [_flag(cmd, name) for cmd in plans]
         assert len(set(values)) == 3, (name, values)
     assert all("--gres" not in " ".join(cmd) for cmd in plans)
+
+
+def test_default_port_is_random_and_free_and_temp_dir_node_local(tmp_path):
+    alloc = Allocation("4243", ("othernode", ME), gpus_per_node=8, cpus_per_node=64)
+    a, b = RayCluster(alloc), RayCluster(alloc, temp_base=tmp_path)
+    assert 20000 <= a.port < 59000 and 20000 <= b.port < 59000
+    assert port_base_free(a.port, 11) and port_base_free(b.port, 11)
+    # node-local, per job and unpredictable: /tmp/codegrpo-ray-<job>-<random>
+    assert a.temp_root.parent == Path("/tmp") and a.temp_root.name.startswith("codegrpo-ray-4243-")
+    assert b.temp_root.parent == tmp_path and a.temp_root.name != b.temp_root.name
+    head = a.plan()[0][1]
+    assert _flag(head, "--port") == str(a.port) and _flag(head, "--node-manager-port") == str(a.port + 1)
+    assert _flag(head, "--temp-dir") == str(a.temp_root / "n") and "--include-dashboard=false" in head
+    # one host, several Ray nodes (test mode): the whole worker-port range is checked free
+    same = RayCluster(Allocation("9", (ME, ME), 0, 1, tasks_as_nodes=True), temp_base=tmp_path)
+    assert port_base_free(same.port, 1000 + 2 * 400)
+
+
+def test_random_port_base_skips_busy_ports():
+    import random
+    import socket as _socket
+
+    rng = random.Random(5)
+    first = random_port_base(11, rng=random.Random(5))
+    with _socket.socket() as busy:
+        busy.bind(("", first + 3))  # one port of the first candidate's range is taken
+        assert not port_base_free(first, 11)
+        assert random_port_base(11, rng=rng) != first
+
+
+def test_step_srun_flags_and_nested_env():
+    assert step_srun(nodes=2, ntasks=2, ntasks_per_node=1, cpus_per_task=64, gpus_per_node=8, job_name="x") == [
+        "srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=64", "--mem=0",
+        "--kill-on-bad-exit=1", "--job-name=x", "--gres=gpu:8", "--gpu-bind=none"]
+    assert "--gres" not in " ".join(step_srun(host="n1", cpus_per_task=2))
+    env = {"SLURM_JOB_ID": "5", "SLURM_MEM_PER_CPU": "100", "SRUN_CPUS_PER_TASK": "2", "SLURM_CONF": "/c", "PATH": "/b"}
+    assert nested_srun_env(env) == {"SLURM_JOB_ID": "5", "SLURM_CONF": "/c", "PATH": "/b"}
+    assert unset_prefix(env) == ["env", "-u", "SLURM_MEM_PER_CPU", "-u", "SRUN_CPUS_PER_TASK"]
+    assert unset_prefix({"PATH": "/b"}) == []
 
 
 def test_cpu_only_announces_no_gpus(tmp_path):
@@ -326,7 +371,9 @@ def test_one_rule_alone(done_copy):
 def test_changed_code_reruns_by_default_but_not_without_the_code_trigger(done_copy):
     wd = done_copy
     script = wd / "workflow_scripts" / "data_ingest.py"
-    os.utime(script, (script.stat().st_atime + 3600, script.stat().st_mtime + 3600))
+    # newer than every output (the checkout's own times can be older than the results: an old clone)
+    later = time.time() + 3600
+    os.utime(script, (later, later))
     assert "data_ingest" in _jobs(_smk(wd, "-n", "data"))
     assert _jobs(_smk(wd, "-n", "data", "--rerun-triggers", "mtime", "input", "params")) == {}
 

@@ -115,3 +115,41 @@ def test_rehearsal_runs_two_node_stage_as_two_tasks_on_one_node(paper, local):
     gpu = _with(paper, rehearsal_tasks_as_nodes=True)
     assert stage_resources(gpu, "skeleton_rl") == stage_resources(paper, "skeleton_rl")
     assert paper["cluster"]["rehearsal_tasks_as_nodes"] is False and local["cluster"]["rehearsal_tasks_as_nodes"] is False
+class _Resources(dict):
+    __getattr__ = dict.__getitem__
+
+
+class _Job:
+    """What the plugin's submit-string builder reads of a Snakemake job."""
+
+    def __init__(self, resources: dict, threads: int = 1):
+        self.resources = _Resources(resources)
+        self.threads = threads
+
+
+def _sbatch(resources: dict) -> str:
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    params = {"run_uuid": "u", "slurm_logfile": "l.log", "comment_str": "c", "account": "", "partition": "-p gpu",
+              "workdir": "/w"}
+    job = _Job(resources, threads=resources.get("cpus_per_task", 1))
+    return get_submit_command(job, params) + set_gres_string(job)  # what the plugin's run_job submits
+
+
+def test_gpu_jobs_get_one_task_per_node_from_the_installed_plugin(paper):
+    """The sbatch line the installed SLURM executor plugin builds from these resources: GPUs per node, no
+    --ntasks-per-gpu (one task per node, whatever the plugin's default)."""
+    one = stage_resources(paper, "skin_rl")  # 1 x 8
+    two = stage_resources(paper, "skeleton_rl")  # 2 x 8
+    assert one["tasks_per_gpu"] == 0 and two["tasks_per_gpu"] == 0
+    assert "tasks_per_gpu" not in stage_resources(paper, "data")
+    line = _sbatch(one)
+    assert " --gpus=8" in line and "--ntasks-per-gpu" not in line and "--cpus-per-task=64" in line
+    line = _sbatch(two)
+    assert " --gres=gpu:8" in line and " --nodes=2" in line and "--ntasks-per-gpu" not in line
+    assert "--gpus=" not in line
+    # without the setting the plugin honours tasks_per_gpu / tasks: a value >= 1 would add it
+    assert "--ntasks-per-gpu=1" in _sbatch({**one, "tasks_per_gpu": 1})
+    # CPU jobs: one task
+    assert " --ntasks=1" in _sbatch(stage_resources(paper, "data"))

@@ -73,7 +73,7 @@ def test_reward_curve_reads_steps_and_names_bad_lines(tmp_path):
                  '{"step": 1, "critic/score/mean": 0.2}\n')
     assert learning.reward_curve(f) == [0.2, 0.4]
     f.write_text('{"step": 1, "critic/score/mean": 0.2}\nnot json\n')
-    with pytest.raises(learning.LearningCheckError, match=r"metrics.jsonl:2"):
+    with pytest.raises(learning.LearningCheckError, match=r"metrics.jsonl: line 2: not valid JSON"):
         learning.reward_curve(f)
 
 

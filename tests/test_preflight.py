@@ -93,9 +93,16 @@ def test_partition_unset_under_slurm(paper):
 def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     cache = tmp_path / "hub"
     env = {"HF_HUB_OFFLINE": "1"}
-    problems = preflight.check_offline(paper, env, cache_dir=str(cache))
+    problems = preflight.check_offline(paper, env, cache_dir=str(cache), datasets_dir=str(tmp_path / "ds"))
     keys = [p.split(" = ")[0] for p in problems]
-    assert keys == ["model.base", "dhrcl.init", "embedding.server_model_path"]
+    # the models, then the datasets the data stages and the evaluation load from the hub (tests/test_hub.py)
+    assert keys == ["model.base", "dhrcl.init", "embedding.server_model_path", "data.generate.source.hub_id",
+                    "data.kodcode.source.hub_id", "evaluate.codegen.bigcodebench_full.source",
+                    "evaluate.codegen.bigcodebench_hard.source", "evaluate.codegen.livecodebench.source"]
+    paper = copy.deepcopy(paper)  # from here on: models only
+    paper["data"]["sk2d_inputs"] = "examples"
+    paper["data"]["kodcode"]["source"]["hub_id"] = None
+    paper["evaluate"]["codegen"]["benchmarks"] = ["kodcode_heldout", "humaneval"]
     assert "huggingface-cli download LLM4Binary/llm4decompile-6.7b-v2" in problems[0]
     # the same ids in the cache layout huggingface_hub writes: found
     for repo in ("LLM4Binary/llm4decompile-6.7b-v2", "Qwen/Qwen3-8B", "Qwen/Qwen3-Embedding-0.6B"):

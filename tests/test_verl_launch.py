@@ -369,9 +369,21 @@ def test_multi_node_sft_command(repo_root, tmp_path, monkeypatch):
     cfg["sft"]["nnodes"] = 2
     monkeypatch.setenv("MASTER_ADDR", "node7")
     monkeypatch.setenv("MASTER_PORT", "29611")
+    # inside the executor plugin's job step: its geometry must not reach the torchrun step
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_MEM_PER_CPU", "1000")
+    monkeypatch.setenv("SLURM_NTASKS", "1")
     la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
                       model_path="/m", run_dir=tmp_path / "r")
-    assert la.argv[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", sys.executable]
+    i = la.argv.index("srun")
+    assert la.argv[:i] == ["env", "-u", "SLURM_MEM_PER_CPU", "-u", "SLURM_NTASKS"]
+    j = la.argv.index(sys.executable)
+    srun = la.argv[i:j]
+    # overlaps the rule's own step, one task per node with the node's CPUs, memory and 8 GPUs, all visible
+    assert srun[:5] == ["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1"]
+    for flag in ("--cpus-per-task=64", "--mem=0", "--gres=gpu:8", "--gpu-bind=none", "--kill-on-bad-exit=1"):
+        assert flag in srun, (flag, srun)
+    assert la.argv[j + 1:j + 3] == ["-m", "torch.distributed.run"]
     assert "--rdzv_endpoint=node7:29611" in la.argv and "--nproc_per_node=8" in la.argv
     assert la.validate().trainer.nnodes == 2
 

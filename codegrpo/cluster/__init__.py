@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import secrets
@@ -30,7 +31,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +47,12 @@ __all__ = [
     "expand_hostlist",
     "expand_counts",
     "multinode_ray",
+    "nested_srun_env",
     "parse_job_record",
+    "port_base_free",
+    "random_port_base",
+    "step_srun",
+    "unset_prefix",
 ]
 
 
@@ -282,6 +287,80 @@ _PORTS_PER_NODE = 10  # node manager, object manager, dashboard agent x2, metric
 _WORKER_PORTS_PER_NODE = 400
 
 
+_RAY_PORT_RANGE = (20000, 59000)  # random Ray base ports: above the usual service ports, below the ephemeral range
+
+
+def port_base_free(base: int, n_ports: int, host: str = "") -> bool:
+    """True when TCP ports ``base`` .. ``base + n_ports - 1`` can all be bound on this host now."""
+    for port in range(base, base + n_ports):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def random_port_base(n_ports: int, *, tries: int = 200, rng: "random.Random | None" = None) -> int:
+    """A random base port whose ``n_ports`` consecutive ports are free on this host (the Ray head's GCS port and
+    the ports that follow it). Random, so that two jobs sharing a node do not collide on a fixed 6379."""
+    rng = rng or random.SystemRandom()
+    lo, hi = _RAY_PORT_RANGE
+    for _ in range(tries):
+        base = rng.randrange(lo, hi - n_ports)
+        if port_base_free(base, n_ports):
+            return base
+    raise ClusterError(f"no {n_ports} consecutive free TCP ports found in {lo}-{hi} after {tries} tries")
+
+
+_KEEP_SLURM = frozenset({"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "SLURM_CLUSTER_NAME"})
+
+
+def nested_srun_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for an ``srun`` started inside a job step: the job id stays, the enclosing step's geometry
+    (``SLURM_NTASKS``, ``SLURM_MEM_PER_CPU``, ``SLURM_CPUS_PER_TASK``, ``SRUN_*`` ...) goes, so it cannot
+    contradict the new step's own flags (e.g. ``--mem`` with an inherited ``SLURM_MEM_PER_CPU`` is an error)."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items()
+            if not (k.startswith(("SLURM_", "SRUN_", "SBATCH_")) and k not in _KEEP_SLURM)}
+
+
+def unset_prefix(environ: dict[str, str] | None = None) -> list[str]:
+    """``env -u VAR ...`` removing what :func:`nested_srun_env` drops, for a command line that runs ``srun``
+    through a launcher that only adds variables."""
+    environ = os.environ if environ is None else environ
+    drop = sorted(k for k in environ if k not in nested_srun_env(environ))
+    return ["env", *[x for k in drop for x in ("-u", k)]] if drop else []
+
+
+def step_srun(*, nodes: int = 1, ntasks: int = 1, ntasks_per_node: int | None = None, host: str | None = None,
+              cpus_per_task: int | None = None, gpus_per_node: int = 0, job_name: str | None = None) -> list[str]:
+    """``srun`` flags of a job step started from inside the rule's own job step (Ray nodes, multi-node torchrun).
+
+    * ``--overlap``: the Snakemake job step already holds the node's CPUs; without it the new step waits for them
+      forever;
+    * ``--cpus-per-task`` (the node's CPUs for one task per node) and ``--mem=0`` (all of the job's memory on the
+      node): explicit, so nothing is inherited from the enclosing step;
+    * GPU binding: ``--gres=gpu:N`` gives the step the node's N GPUs (the Snakemake step may hold none: the
+      executor plugin's job step asks for ``--gpus`` only on one-node jobs), and ``--gpu-bind=none`` keeps all
+      N visible to the one task per node (torchrun / Ray split them among their own processes);
+    * ``--kill-on-bad-exit=1``: a task that fails ends the step.
+    """
+    cmd = ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={ntasks}"]
+    if ntasks_per_node:
+        cmd.append(f"--ntasks-per-node={ntasks_per_node}")
+    if host:
+        cmd += ["-w", host]
+    if cpus_per_task:
+        cmd.append(f"--cpus-per-task={cpus_per_task}")
+    cmd += ["--mem=0", "--kill-on-bad-exit=1"]
+    if job_name:
+        cmd.append(f"--job-name={job_name}")
+    if gpus_per_node:
+        cmd += [f"--gres=gpu:{gpus_per_node}", "--gpu-bind=none"]
+    return cmd
+
+
 @dataclass
 class _RayNode:
     index: int
@@ -295,11 +374,6 @@ def _short_host() -> str:
     return socket.gethostname().split(".")[0]
 
 
-def _srun_env() -> dict[str, str]:
-    """Environment for a nested ``srun``: the job id stays, the enclosing step's geometry goes."""
-    keep = {"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "SLURM_CLUSTER_NAME"}
-    return {k: v for k, v in os.environ.items()
-            if not (k.startswith(("SLURM_", "SRUN_", "SBATCH_")) and k not in keep)}
 
 
 @dataclass
@@ -307,16 +381,19 @@ class RayCluster:
     """A Ray cluster over a SLURM :class:`Allocation`; use as a context manager.
 
     ``port``: the head's GCS port; the other Ray ports follow it (``port+1`` ...), shifted per node
-    when several Ray nodes share a host. ``temp_root``: node-local directory for Ray's session files
-    (default ``/tmp/codegrpo-ray-<job>``; keep it short, Ray puts Unix sockets in it). ``log_dir``:
-    where the ``ray start`` output of every node goes (default: under ``temp_root``).
+    when several Ray nodes share a host; 0 (the default) picks a random base whose ports are free on this host.
+    ``temp_root``: node-local directory for Ray's session files (default
+    ``<temp_base>/codegrpo-ray-<job>-<random>``, ``temp_base`` ``/tmp``; keep it short, Ray puts Unix sockets in
+    it); every Ray process runs with umask 077, so it and its sockets are private to the user on every node.
+    ``log_dir``: where the ``ray start`` output of every node goes (default: under ``temp_root``).
     ``cpu_only``: announce no GPUs (the test mode, or CPU training across nodes).
     ``timeout_s``: how long to wait for every node (and GPU/CPU) to register.
     """
 
     allocation: Allocation
-    port: int = 6379
+    port: int = 0
     temp_root: Path | None = None
+    temp_base: Path | str = "/tmp"
     log_dir: Path | None = None
     cpu_only: bool = False
     timeout_s: float = 300.0
@@ -330,8 +407,10 @@ class RayCluster:
     # ---- planning ---------------------------------------------------------------------------------
     def __post_init__(self) -> None:
         if self.temp_root is None:
-            self.temp_root = Path(tempfile.gettempdir()) / f"codegrpo-ray-{self.allocation.job_id}"
+            self.temp_root = Path(self.temp_base) / f"codegrpo-ray-{self.allocation.job_id}-{secrets.token_hex(3)}"
         self.temp_root = Path(self.temp_root)
+        if not self.port:
+            self.port = random_port_base(self._ports_needed())
         self.log_dir = Path(self.log_dir) if self.log_dir else self.temp_root / "logs"
         self.ray_bin = str(Path(self.python).with_name("ray"))
         if not Path(self.ray_bin).exists():
@@ -341,13 +420,21 @@ class RayCluster:
     def env(self) -> dict[str, str]:
         """Environment a Ray driver needs to join this cluster (``ray.init()`` reads it).
 
-        Ray runs with token authentication and a token made for this cluster, so that other users of
-        the nodes cannot submit work to it.
+        A token made for this cluster is exported with ``RAY_AUTH_MODE=token``: Ray releases with token
+        authentication enforce it, but Ray <= 2.47 (what vLLM 0.8.5 allows) ignores both variables, so there
+        the cluster is protected only by its random port, its private temp dir and the nodes' network
+        (docs/cluster.md).
         """
         if self.address is None:
             raise ClusterError("Ray cluster not started")
         return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token",
                 "RAY_AUTH_TOKEN": self._auth_token}
+
+    def _ports_needed(self) -> int:
+        """Ports from ``port`` on that this host's Ray node(s) use (GCS, the per-node ports, worker ranges)."""
+        if self.allocation.same_host:
+            return 1000 + self.allocation.nnodes * _WORKER_PORTS_PER_NODE
+        return 1 + _PORTS_PER_NODE
 
     @property
     def gpus_per_node(self) -> int:
@@ -407,11 +494,9 @@ class RayCluster:
         head_ip = socket.gethostbyname(hosts[0])
         plans = []
         for i, host in enumerate(hosts):
-            srun = ["srun", "--overlap", "--nodes=1", "--ntasks=1", "-w", host,
-                    f"--cpus-per-task={self.allocation.cpus_per_node}", "--mem=0",
-                    "--kill-on-bad-exit=1", f"--job-name=ray-{'head' if i == 0 else f'worker-{i}'}"]
-            if self.gpus_per_node:
-                srun.append(f"--gres=gpu:{self.gpus_per_node}")
+            srun = step_srun(host=host, cpus_per_task=self.allocation.cpus_per_node,
+                             gpus_per_node=self.gpus_per_node,
+                             job_name=f"ray-{'head' if i == 0 else f'worker-{i}'}")
             plans.append((host, srun + self._node_cmd(i, head_ip)))
         return plans
 
@@ -423,21 +508,24 @@ class RayCluster:
         plans = self.plan()
         head_ip = socket.gethostbyname(plans[0][0])
         self.address = f"{head_ip}:{self.port}"
+        self.temp_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.temp_root.chmod(0o700)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.temp_root.mkdir(parents=True, exist_ok=True)
         log.info("starting Ray on %d node(s) %s (job %s, %d GPU(s)/node), head %s",
                  len(plans), [h for h, _ in plans], self.allocation.job_id, self.gpus_per_node,
                  self.address)
         try:
             for i, (host, cmd) in enumerate(plans):
                 node = _RayNode(i, host, cmd, self.log_dir / f"ray-node{i}-{host}.log")
-                env = _srun_env()
+                env = nested_srun_env()
                 env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self._auth_token)
                 # The cluster lives exactly as long as the training: no drain phase on SIGTERM.
                 env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"
                 with open(node.log_path, "ab") as out:
                     try:
-                        node.proc = popen_group(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+                        # umask 077: srun hands it to the tasks on every node, so Ray's session dir and
+                        # Unix sockets are the user's alone (Ray <= 2.47 has no authentication of its own)
+                        node.proc = popen_group(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, umask=0o077)
                     except FileNotFoundError as exc:
                         raise ClusterError(f"cannot start Ray node {i} on {host}: {exc}") from exc
                 self._nodes.append(node)
@@ -540,6 +628,33 @@ class RayCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def private_paths(root: Path | str) -> dict:
+    """Permission summary of a Ray temp dir: its mode, its node dirs' modes, and the Unix sockets in it that other
+    users could open (group or other write/read bits); what ``python -m codegrpo.cluster`` reports."""
+    import stat as _stat
+
+    root = Path(root)
+    open_to_others = []
+    sockets = files = files_open = 0
+    for path in root.rglob("*"):
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if _stat.S_ISSOCK(st.st_mode):
+            sockets += 1
+            if st.st_mode & 0o077:
+                open_to_others.append(str(path))
+        elif _stat.S_ISREG(st.st_mode):
+            files += 1
+            files_open += bool(st.st_mode & 0o077)
+    return {"root": str(root), "root_mode": oct(root.stat().st_mode & 0o777),
+            "node_dir_modes": sorted({oct(p.stat().st_mode & 0o777) for p in root.iterdir() if p.is_dir()
+                                      and p.name.startswith("n")}),
+            "sockets": sockets, "sockets_open_to_others": open_to_others, "files": files,
+            "files_open_to_others": files_open}
 
 
 def leftover_pids(marker: Path | str) -> list[int]:
@@ -678,7 +793,7 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks-as-nodes", action="store_true",
                     help="one Ray node per SLURM task (test mode on one host; implies --cpu-only)")
     ap.add_argument("--cpu-only", action="store_true")
-    ap.add_argument("--port", type=int, default=6379)
+    ap.add_argument("--port", type=int, default=0, help="GCS port of the head (0: a random free one)")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--temp-root", default=None)
     ap.add_argument("--log-dir", default=None)
@@ -698,6 +813,7 @@ def _main(argv: list[str] | None = None) -> int:
     with rc:
         state = probe(rc.address, python=rc.python)  # joins like a driver would: from os.environ
         print("CLUSTER " + json.dumps({"address": rc.address, **state}), flush=True)
+        print("PRIVATE " + json.dumps(private_paths(rc.temp_root)), flush=True)
         if args.run_tasks:
             print("TASKS " + json.dumps(run_probe_tasks(rc.python)), flush=True)
     left = leftover_pids(rc.temp_root)

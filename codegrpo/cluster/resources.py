@@ -7,7 +7,8 @@ turns GPUs into what the SLURM executor plugin understands (docs/cluster.md):
   partition/account/qos -> -p/-A/--qos, slurm_extra appended verbatim;
 * GPUs per node (none with device cpu): on one node ``gpu`` (+``gpu_model``) -> --gpus=N; on several nodes
   ``gres`` -> --gres=gpu[:model]:N, which is per node (the plugin's --gpus is a job total, and its job step
-  would ask for all of them on the first node).
+  would ask for all of them on the first node); every GPU job also gets ``tasks_per_gpu: 0`` (no
+  --ntasks-per-gpu: one task per node, see :func:`stage_resources`).
 
 GPU topology is stated in one place. A training stage (a config section with ``nnodes`` /
 ``n_gpus_per_node``, itself or in its ``training`` subsection: sft, skeleton_rl, skin_rl, dhrcl) takes its
@@ -99,6 +100,11 @@ def stage_resources(config: dict, stage: str) -> dict:
         out["gpu"] = gpus
         if model:
             out["gpu_model"] = model
+    if gpus:
+        # One task per node, which the job's own steps (Ray nodes, torchrun) use as a whole. Plugin 2.6.x adds
+        # --ntasks-per-gpu=1 to every GPU job unless tasks_per_gpu is set (8 tasks of cpus_per_task CPUs each on
+        # an 8-GPU node); 2.8.x adds it only when asked. 0 means "do not add it" in both.
+        out["tasks_per_gpu"] = 0
     for key, flag in (("partition", "slurm_partition"), ("account", "slurm_account"), ("qos", "qos")):
         if cl.get(key):
             out[flag] = cl[key]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from codegrpo.contracts import STAGE_DATA_SOURCE
 from codegrpo.data.headers import PsycheC, gcc_syntax_check
-from codegrpo.data.ingest import PROMPT_WRAPPERS, DataError, unwrap_prompt, wrap_prompt
+from codegrpo.data.ingest import PROMPT_WRAPPERS, DataError, load_source_rows, unwrap_prompt, wrap_prompt
 from codegrpo.data.normalize import (
     ClangFormatError, clang_format, drop_blank_lines, find_clang_format, normalize_pseudo, remove_comments,
 )
@@ -41,20 +41,7 @@ _OPT = re.compile(r"\bO[0-3s]\b")
 
 def load_rows(src: dict) -> tuple[list[dict], str]:
     """Rows of the configured source and its name. ``src``: ``hub_id`` (+ ``split``, ``cache_dir``) or ``path``."""
-    import datasets
-
-    if src.get("path"):
-        path = Path(src["path"])
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: generation source file not found")
-        builder = "parquet" if path.suffix == ".parquet" else "json"
-        ds = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=src.get("cache_dir"))
-        name = str(path)
-    else:
-        ds = datasets.load_dataset(src["hub_id"], split=src.get("split", "train"), cache_dir=src.get("cache_dir"))
-        name = src["hub_id"]
-    limit = src.get("limit")
-    rows = [dict(r) for r in (ds.select(range(min(limit, len(ds)))) if limit else ds)]
+    name, rows = load_source_rows(src, "generation source")
     return rows, name
 
 

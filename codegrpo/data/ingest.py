@@ -341,3 +341,25 @@ def ingest_to_files(name: str, ds: dict, *, records_path, rejects_path, summary_
     result = ingest_dataset(name, ds, **kwargs)
     write_ingest_outputs(result, records_path, rejects_path, summary_path)
     return result.summary
+
+
+def load_source_rows(src: dict, what: str) -> tuple[str, list[dict]]:
+    """``(name, rows)`` of a configured dataset source, the same code for the Hub and a local copy: ``src`` has
+    ``hub_id`` (+ ``split``, default train, and ``cache_dir``) or ``path`` (a local Parquet / JSONL / JSON file,
+    read through the same ``datasets`` call), and optionally ``limit`` (first N rows). ``what`` names the source
+    in errors."""
+    import datasets
+
+    if src.get("path"):
+        path = Path(src["path"])
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: {what} file not found")
+        builder = "parquet" if path.suffix == ".parquet" else "json"
+        ds = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=src.get("cache_dir"))
+        name = str(path)
+    else:
+        ds = datasets.load_dataset(src["hub_id"], split=src.get("split") or "train", cache_dir=src.get("cache_dir"))
+        name = src["hub_id"]
+    if src.get("limit"):
+        ds = ds.select(range(min(int(src["limit"]), len(ds))))
+    return name, [dict(r) for r in ds]

@@ -53,6 +53,7 @@ from codegrpo.data.ingest import (
     _Reject,
     check_text,
     iter_raw_lines,
+    load_source_rows,
 )
 from codegrpo.data.parquet import assign_slices, rl_schema, write_table
 from codegrpo.io import atomic_group, write_json, write_jsonl
@@ -261,21 +262,8 @@ def _plain(value):
 def load_release(src: dict) -> tuple[str, list[dict]]:
     """``(name, rows)`` of the configured release: ``src`` has ``hub_id`` (+ ``split``, ``cache_dir``) or ``path``
     (a local Parquet / JSONL / JSON copy), and optionally ``limit`` (first N rows)."""
-    import datasets
-
-    if src.get("path"):
-        path = Path(src["path"])
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: KodCode release file not found")
-        builder = "parquet" if path.suffix == ".parquet" else "json"
-        ds = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=src.get("cache_dir"))
-        name = str(path)
-    else:
-        ds = datasets.load_dataset(src["hub_id"], split=src.get("split") or "train", cache_dir=src.get("cache_dir"))
-        name = src["hub_id"]
-    if src.get("limit"):
-        ds = ds.select(range(min(int(src["limit"]), len(ds))))
-    return name, [_plain(dict(r)) for r in ds]
+    name, rows = load_source_rows(src, "KodCode release")
+    return name, [_plain(r) for r in rows]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from codegrpo.contracts import SK2D_IDENTIFIER, gcc_version
 from codegrpo.sandbox import make_sandbox
+from codegrpo.io import iter_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +80,7 @@ def load_humaneval_decompile(path: str | os.PathLike, levels: Sequence[str] = LE
     ``tasks_per_level`` keeps the first N task ids of each level (the CPU default evaluates a subset).
     """
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise EvalDataError(f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-    if not isinstance(data, list):
-        raise EvalDataError(f"{path}: expected a JSON list of tasks, got {type(data).__name__}")
+    data = _read_json_list(path)
     tasks: list[DecompileTask] = []
     for i, row in enumerate(data):
         if not isinstance(row, dict):
@@ -459,26 +454,19 @@ def load_bringupbench(path: str | os.PathLike, limit: int | None = None) -> list
 
     path = Path(path)
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
+    for lineno, row in iter_jsonl(path, EvalDataError):
+        src = row.get("source")
+        if isinstance(src, str):
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EvalDataError(f"{path}: line {lineno}: not valid JSON: {exc.msg}") from exc
-            src = row.get("source")
-            if isinstance(src, str):
-                try:
-                    src = ast.literal_eval(src)
-                except (ValueError, SyntaxError) as exc:
-                    raise EvalDataError(f"{path}: line {lineno}: field 'source' is not a dict literal") from exc
-            if not isinstance(src, dict) or not isinstance(src.get("content"), str):
-                raise EvalDataError(f"{path}: line {lineno}: field 'source' must be a dict with a string 'content'")
-            row["source"] = src
-            rows.append(row)
-            if limit is not None and len(rows) >= limit:
-                break
+                src = ast.literal_eval(src)
+            except (ValueError, SyntaxError) as exc:
+                raise EvalDataError(f"{path}: line {lineno}: field 'source' is not a dict literal") from exc
+        if not isinstance(src, dict) or not isinstance(src.get("content"), str):
+            raise EvalDataError(f"{path}: line {lineno}: field 'source' must be a dict with a string 'content'")
+        row["source"] = src
+        rows.append(row)
+        if limit is not None and len(rows) >= limit:
+            break
     return rows
 
 

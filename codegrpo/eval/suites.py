@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from codegrpo.eval.codegen import Problem, SampleResult, humaneval_prompt, parses
+from codegrpo.io import iter_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -125,16 +126,7 @@ def read_records(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
                 raise BenchmarkDataError(f"{path}: expected a JSON list of records")
             yield from ((i, r) for i, r in enumerate(data, 1))
             return
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BenchmarkDataError(f"{path}: line {i}: not valid JSON: {exc.msg}") from exc
-            if not isinstance(rec, dict):
-                raise BenchmarkDataError(f"{path}: line {i}: a record must be a JSON object")
-            yield i, rec
+        yield from iter_jsonl(path, BenchmarkDataError, fh=fh)
 
 
 def _need(path, line: int, rec: dict, fields: Mapping[str, type | tuple]) -> None:

@@ -199,12 +199,20 @@ def sft_launch(
     if nnodes == 1:
         prefix += ["--standalone", "--nnodes=1"]
     else:
-        # multi-node (inside one SLURM allocation): one torchrun per node via srun, rendezvous on this node
+        # multi-node (inside one SLURM allocation): one torchrun per node via srun, rendezvous on this node.
+        # The rule runs in the executor plugin's job step, which holds the CPUs (and, with --gres, no GPUs):
+        # the torchrun step overlaps it and asks for each node's GPUs itself (codegrpo.cluster.step_srun), with
+        # the enclosing step's SLURM_* geometry removed from its environment.
         import socket
 
+        from codegrpo.cluster import step_srun, unset_prefix
+        from codegrpo.cluster.resources import stage_resources
+
+        cpus = stage_resources(cfg, "sft").get("cpus_per_task") if "cluster" in cfg else None
         endpoint = f"{os.environ.get('MASTER_ADDR') or socket.gethostname()}:{os.environ.get('MASTER_PORT', '29500')}"
-        prefix = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", *prefix,
-                  f"--nnodes={nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}"]
+        prefix = [*unset_prefix(), *step_srun(nodes=nnodes, ntasks=nnodes, ntasks_per_node=1, cpus_per_task=cpus,
+                                              gpus_per_node=n_gpus, job_name=run),
+                  *prefix, f"--nnodes={nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}"]
     prefix += [f"--nproc_per_node={n_gpus}", "-m", "codegrpo.verl.sft_main"]
     return Launch("sft", run, "sft", overrides, prefix, _common_env(device))
 

@@ -420,8 +420,8 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
                 from codegrpo.cluster import multinode_ray
 
                 cl = cfg.get("cluster", {})
-                kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s"))
-                      if key in cl}
+                kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s"),
+                                                      ("ray_temp_dir", "temp_base")) if key in cl}
                 rc = stack.enter_context(multinode_ray(**kw))
                 if rc is not None and os.environ.get("RAY_ADDRESS"):
                     env["RAY_ADDRESS"] = os.environ["RAY_ADDRESS"]

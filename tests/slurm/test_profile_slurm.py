@@ -86,3 +86,24 @@ def test_cancelled_job_is_retried_and_resumes(tmp_path):
     assert _squeue_state(second) == "COMPLETED"
     assert sorted(p.stem for p in (wd / ".snakemake" / "slurm_logs" / "rule_train").rglob("*.log")) == \
         sorted([first, second])
+
+
+def test_smoke_job_runs_offline_with_the_configured_cache(workflow_copy, tmp_path, monkeypatch):
+    """`snakemake smoke` through sbatch with hub.offline_jobs: the job's environment (sbatch --export=ALL from the
+    Snakemake process that read the workflow) has the offline switches and HF_HOME = hub.cache_dir; the CPU checks
+    pass inside the SLURM job and the GPU ones fail cleanly."""
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME"):  # only the workflow may set them
+        monkeypatch.delenv(var, raising=False)
+    cache = tmp_path / "hf-cache"
+    (workflow_copy / "site.yaml").write_text(yaml.safe_dump({"hub": {"cache_dir": str(cache),
+                                                                     "offline_jobs": True}}))
+    proc = run_snakemake(workflow_copy, *PROFILES, "smoke", "--configfile", "config.yaml", "site.yaml",
+                         timeout_s=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = yaml.safe_load((workflow_copy / "results" / "smoke" / "report.json").read_text())
+    env = report["environment"]
+    assert env["slurm_job_id"] and env["hf_hub_offline"] == "1" and env["hf_datasets_offline"] == "1"
+    assert env["hf_home"] == str(cache)
+    status = {c["name"]: c["status"] for c in report["checks"]}
+    assert status["tiny_model"] == status["embedding_server"] == status["import_verl_workers"] == "ok", report
+    assert status["import_vllm"] == status["grpo_vllm"] == "failed"

@@ -1,0 +1,277 @@
+"""codegrpo.hub: which hub ids a config loads, the jobs' offline environment, and the prefetch, run for real
+against a loopback stand-in of the Hugging Face Hub (tests/hub_standin.py) through huggingface_hub's own
+download code (HF_ENDPOINT), then used offline the way a job uses it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codegrpo import hub, preflight
+from codegrpo.config import load_config
+from hub_standin import COMMIT, HubStandIn
+
+REPO = Path(__file__).resolve().parent.parent
+MODEL_ID = "codegrpo-test/tiny-qwen2"
+DATASET_ID = "codegrpo-test/TinyRows-10K"  # datasets snake-cases the cache folder: tiny_rows-10_k
+LCB_ID = "codegrpo-test/lcb-lite"
+KOD_ID = "codegrpo-test/KodRows"
+
+
+@pytest.fixture(scope="module")
+def paper() -> dict:
+    return load_config(REPO / "config" / "paper.yaml", check_files=False)
+
+
+@pytest.fixture(scope="module")
+def local() -> dict:
+    return load_config(REPO / "config.yaml", check_files=False)
+
+
+def test_refs_of_the_paper_config(paper, local):
+    refs = hub.hub_refs(paper)
+    assert refs["models"] == [("model.base", "LLM4Binary/llm4decompile-6.7b-v2"), ("dhrcl.init", "Qwen/Qwen3-8B"),
+                              ("embedding.server_model_path", "Qwen/Qwen3-Embedding-0.6B")]
+    # the generated SK2Decompile data's source and the KodCode release (each into its own cache_dir, as the data
+    # jobs load them), the BigCodeBench sets, and LiveCodeBench's files of release_v6
+    assert refs["datasets"] == [
+        ("data.generate.source.hub_id", "LLM4Binary/decompile-ghidra-100k", "data/hf-cache"),
+        ("data.kodcode.source.hub_id", "KodCode/KodCode-Light-RL-10K", "data/hf-cache"),
+        ("evaluate.codegen.bigcodebench_full.source", "bigcode/bigcodebench", None),
+        ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
+    assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
+                                      ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)])]
+    # tiny model, packaged MiniLM, shipped data and benchmark samples: nothing to fetch
+    assert hub.hub_refs(local) == {"models": [], "datasets": [], "dataset_repos": []}
+
+
+def test_refs_imports_extras_and_sources(paper, tmp_path):
+    cfg = copy.deepcopy(paper)
+    cfg["sft"]["import"] = {"skeleton": "LLM4Binary/sk2decompile-struct-6.7b", "skin": str(tmp_path)}
+    cfg["skin_rl"]["import"] = "Qwen/Qwen3-8B"  # already named by dhrcl.init: listed once
+    cfg["hub"] = {"models": ["org/extra"], "datasets": ["org/more-rows"]}
+    cfg["evaluate"]["decompile"]["embedding"] = {"backend": "local",
+                                                 "local_model_path": "sentence-transformers/all-MiniLM-L6-v2"}
+    cfg["data"]["sk2d_inputs"] = "examples"  # data.generate is not used then
+    cfg["data"]["kodcode"]["source"]["path"] = str(tmp_path)  # a local copy wins over the hub id
+    cfg["evaluate"]["codegen"]["benchmarks"] = ["humaneval", "bigcodebench_hard", "livecodebench"]
+    cfg["evaluate"]["codegen"]["livecodebench"]["version"] = "v5"  # one file: test5.jsonl
+    refs = hub.hub_refs(cfg)
+    assert [k for k, _ in refs["models"]] == ["model.base", "sft.import.skeleton", "skin_rl.import",
+                                              "embedding.server_model_path",
+                                              "evaluate.decompile.embedding.local_model_path", "hub.models[0]"]
+    assert refs["datasets"] == [("hub.datasets[0]", "org/more-rows", None),
+                                ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
+    assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
+                                      ["test5.jsonl"])]
+    assert not hub.is_hub_id("results/runs/x/hf", cfg) and not hub.is_hub_id("tiny") and not hub.is_hub_id("a/b/c")
+
+
+def test_job_env_and_cache_folders(paper, tmp_path):
+    cfg = copy.deepcopy(paper)
+    cfg["hub"] = {"cache_dir": str(tmp_path / "hf"), "offline_jobs": True}
+    env = hub.job_env(cfg, {})
+    assert env == {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                   "TRANSFORMERS_OFFLINE": "1"}
+    assert hub.hub_cache(cfg, {"HF_HUB_CACHE": "/elsewhere"}) == tmp_path / "hf" / "hub"  # the config wins
+    cfg["hub"] = {"cache_dir": None, "offline_jobs": False}
+    assert hub.job_env(cfg, {"HF_HOME": "/x"}) == {}  # nothing configured: jobs keep the environment's
+    assert hub.cache_home(cfg, {"HF_HOME": "/x"}) == Path("/x")
+    assert hub.hub_cache(cfg, {"HF_HOME": "/x", "HF_HUB_CACHE": "/y/hub"}) == Path("/y/hub")
+    assert hub.datasets_cache(cfg, {"HF_HOME": "/x"}) == Path("/x/datasets")
+
+
+def test_paper_config_runs_jobs_offline(paper):
+    assert paper["hub"]["offline_jobs"] is True
+    assert hub.job_env(paper, {})["HF_HUB_OFFLINE"] == "1"
+
+
+def test_prefetch_refuses_to_run_offline(tmp_path):
+    code = ("from codegrpo import hub\n"
+            "try:\n    hub.download({'models': [('model.base', 'a/b')]}, 'h', 'h/hub', 'h/datasets')\n"
+            "except hub.HubError as e:\n    print('ERR', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)})
+    assert "ERR prefetch needs the network, but HF_HUB_OFFLINE is set" in proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    from codegrpo.models import build_tiny_model
+
+    out = tmp_path_factory.mktemp("hubmodel") / "tiny"
+    corpus = ["int func0(int var1) { return var1 + 1; }", "for (int i = 0; i < n; i++) sum += a[i];"] * 20
+    build_tiny_model(out, corpus, arch="qwen2", vocab_size=400, seed=0)
+    return out
+
+
+def _online_env(endpoint: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in hub.OFFLINE_VARS and not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=endpoint, PYTHONPATH=str(REPO), HF_HUB_DISABLE_TELEMETRY="1")
+    return env
+
+
+def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_path):
+    home = tmp_path / "hf"
+    cfg = copy.deepcopy(paper)
+    cfg["model"]["base"] = MODEL_ID
+    cfg["dhrcl"]["init"] = "base"
+    cfg["embedding"]["serve"] = False
+    cfg["hub"] = {"cache_dir": str(home), "offline_jobs": True, "models": [], "datasets": [DATASET_ID]}
+    # a data source with its own datasets cache (as data.kodcode.source has on the paper config), and
+    # LiveCodeBench-style dataset files; nothing else from the hub
+    kod_cache = tmp_path / "kod-cache"
+    cfg["data"]["sk2d_inputs"] = "examples"
+    cfg["data"]["kodcode"]["source"] = {"hub_id": KOD_ID, "path": None, "split": "train",
+                                        "cache_dir": str(kod_cache), "limit": None}
+    cfg["evaluate"]["codegen"]["benchmarks"] = ["humaneval", "livecodebench"]
+    cfg["evaluate"]["codegen"]["livecodebench"] = {**cfg["evaluate"]["codegen"]["livecodebench"],
+                                                   "source": LCB_ID, "version": "v2"}
+    rows_repo = tmp_path / "rows"
+    (rows_repo / "data").mkdir(parents=True)
+    (rows_repo / "data" / "train.jsonl").write_text("".join(json.dumps({"id": i, "code": f"int f{i};"}) + "\n"
+                                                            for i in range(5)))
+    lcb_repo = tmp_path / "lcb"
+    lcb_repo.mkdir()
+    for name in ("test.jsonl", "test2.jsonl"):
+        (lcb_repo / name).write_text(json.dumps({"question_title": name}) + "\n")
+    offline = {"HF_HUB_OFFLINE": "1"}
+    # before: the offline check names the keys and the fix
+    problems = preflight.check_offline(cfg, offline)
+    assert [p.split(" = ")[0] for p in problems] == ["model.base", "hub.datasets[0]", "data.kodcode.source.hub_id",
+                                                     "evaluate.codegen.livecodebench.source"]
+    assert problems[1].startswith(f"hub.datasets[0] = '{DATASET_ID}' (dataset)")
+    assert f"({kod_cache})" in problems[2] and "['test2.jsonl']" in problems[3]
+    assert all("snakemake prefetch" in p for p in problems)
+
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps(cfg))
+    code = ("import json, sys\nfrom codegrpo import hub\n"
+            "print('MANIFEST ' + json.dumps(hub.prefetch(json.load(open(sys.argv[1])))))\n")
+    with HubStandIn(models={MODEL_ID: tiny_model_dir},
+                    datasets={DATASET_ID: rows_repo, KOD_ID: rows_repo, LCB_ID: lcb_repo}) as standin:
+        proc = subprocess.run([sys.executable, "-c", code, str(cfg_file)], capture_output=True, text=True,
+                              cwd=REPO, timeout=300, env={**_online_env(standin.url), "HF_HOME": str(home)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        requests = list(standin.requests)
+    manifest = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("MANIFEST "))[9:])
+    (entry,) = manifest["models"]
+    assert entry["id"] == MODEL_ID and entry["revision"] == COMMIT
+    expected = sorted(str(p.relative_to(tiny_model_dir)) for p in tiny_model_dir.rglob("*") if p.is_file())
+    assert entry["files"] == expected
+    assert ("GET", f"/api/models/{MODEL_ID}") in requests or \
+        ("GET", f"/api/models/{MODEL_ID}/revision/main") in requests
+    assert ("GET", f"/{MODEL_ID}/resolve/{COMMIT}/config.json") in requests
+    assert [(d["key"], d["id"], d["cache_dir"], d["splits"]) for d in manifest["datasets"]] == [
+        ("hub.datasets[0]", DATASET_ID, str(home / "datasets"), {"train": 5}),
+        ("data.kodcode.source.hub_id", KOD_ID, str(kod_cache), {"train": 5})]
+    assert ("GET", f"/datasets/{DATASET_ID}/resolve/{COMMIT}/data/train.jsonl") in requests
+    (files,) = manifest["dataset_repos"]
+    assert files["id"] == LCB_ID and files["files"] == ["test2.jsonl"]  # only what the version reads
+    assert not any(p.endswith("/test.jsonl") for _, p in requests)
+    snapshot = home / "hub" / ("models--" + MODEL_ID.replace("/", "--")) / "snapshots" / COMMIT
+    assert (snapshot / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
+
+    # after: the preflight's offline check passes with the cache, and a job loads the model by id, offline,
+    # with the hub unreachable (the stand-in is gone)
+    assert preflight.check_offline(cfg, offline) == []
+    job_env = {**_online_env("http://127.0.0.1:9"), **hub.job_env(cfg, {})}
+    imported = tmp_path / "imported"
+    load = ("from codegrpo.models import import_checkpoint\n"
+            f"import_checkpoint({MODEL_ID!r}, {str(imported)!r})\n"
+            "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+            f"tok = AutoTokenizer.from_pretrained({MODEL_ID!r}); m = AutoModelForCausalLM.from_pretrained({MODEL_ID!r})\n"
+            "print('LOADED', type(m).__name__, len(tok('int x;')['input_ids']) > 0)\n")
+    proc = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=job_env)
+    assert "LOADED Qwen2ForCausalLM True" in proc.stdout, proc.stderr[-3000:]
+    # a stage's `import` of a hub id (codegrpo.models.import_checkpoint) also works offline from the cache
+    assert (imported / "model.safetensors").read_bytes() == (tiny_model_dir / "model.safetensors").read_bytes()
+    rows = ("import datasets\n"
+            f"ds = datasets.load_dataset({DATASET_ID!r}, split='train')\n"
+            "print('ROWS', len(ds), ds[4]['code'])\n")
+    proc = subprocess.run([sys.executable, "-c", rows], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=job_env)
+    assert "ROWS 5 int f4;" in proc.stdout, proc.stderr[-3000:]
+    # the data and evaluation code paths, offline: the KodCode release from its own cache, LiveCodeBench's file
+    jobs = ("from codegrpo.data.kodcode import load_release\n"
+            "from codegrpo.eval.suites import _lcb_paths\n"
+            f"name, rows = load_release({cfg['data']['kodcode']['source']!r})\n"
+            f"(path,) = _lcb_paths({LCB_ID!r}, 'v2')\n"
+            "print('JOBS', name, len(rows), open(path).read().strip())\n")
+    proc = subprocess.run([sys.executable, "-c", jobs], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=job_env)
+    assert f'JOBS {KOD_ID} 5 {{"question_title": "test2.jsonl"}}' in proc.stdout, proc.stderr[-3000:]
+
+
+def test_prefetch_failure_names_the_key(paper, tmp_path):
+    cfg = copy.deepcopy(paper)
+    cfg["hub"] = {"cache_dir": str(tmp_path / "hf"), "offline_jobs": True}
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps(cfg))
+    code = ("import json, sys\nfrom codegrpo import hub\n"
+            "try:\n    hub.prefetch(json.load(open(sys.argv[1])))\n"
+            "except hub.HubError as e:\n    print('ERR', e)\n")
+    with HubStandIn(models={}) as standin:  # the hub answers, but has none of the repos
+        proc = subprocess.run([sys.executable, "-c", code, str(cfg_file)], capture_output=True, text=True,
+                              cwd=REPO, timeout=300, env=_online_env(standin.url))
+    assert "ERR model.base = 'LLM4Binary/llm4decompile-6.7b-v2': download failed" in proc.stdout, proc.stderr[-2000:]
+
+
+def _copy_workflow(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    for rel in files:
+        src = REPO / rel
+        if rel.startswith("tests/") or not src.is_file() or src.is_symlink():
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    return dest
+
+
+def test_prefetch_rule_goes_online_while_the_workflow_sets_jobs_offline(tiny_model_dir, tmp_path):
+    """`snakemake prefetch` (the rule and its script) with hub.offline_jobs: the Snakemake process exports the
+    offline switches for every job, and the prefetch rule alone still downloads, into hub.cache_dir."""
+    wd = _copy_workflow(tmp_path / "wf")
+    home = tmp_path / "hf"
+    (wd / "site.yaml").write_text(yaml.safe_dump({"hub": {"cache_dir": str(home), "offline_jobs": True,
+                                                           "models": [MODEL_ID]}}))
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    with HubStandIn(models={MODEL_ID: tiny_model_dir}) as standin:
+        proc = subprocess.run([snakemake, "prefetch", "--cores", "1", "--configfile", "config.yaml", "site.yaml"],
+                              cwd=wd, capture_output=True, text=True, timeout=600,
+                              env={**_online_env(standin.url), "PYTHONPATH": str(REPO)})
+    log = (wd / "logs" / "prefetch" / "prefetch.log")
+    assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text() if log.exists() else "")
+    manifest = json.loads((wd / "results" / "hub" / "prefetch.json").read_text())
+    assert manifest["hf_home"] == str(home) and [m["id"] for m in manifest["models"]] == [MODEL_ID]
+    assert hub.model_cached(MODEL_ID, home / "hub")
+    assert "prefetch: 1 model(s), 0 dataset(s)" in log.read_text()
+
+
+def test_a_real_run_with_offline_jobs_stops_on_uncached_models(tmp_path):
+    """Outside SLURM too, a real run (not a dry run) with hub.offline_jobs checks the cache before any job."""
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"hub": {"cache_dir": str(tmp_path / "empty"), "offline_jobs": True},
+                                    "results_dir": str(tmp_path / "res"), "logs_dir": str(tmp_path / "logs")}))
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([snakemake, "--cores", "1", "--configfile", "config.yaml", "config/paper.yaml", str(site)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "PreflightError" in out
+    assert f"model.base = 'LLM4Binary/llm4decompile-6.7b-v2' is neither a local path nor in the Hugging Face " \
+           f"cache ({tmp_path / 'empty' / 'hub'})" in out
+    assert not (tmp_path / "res").exists()  # no job ran
+    dry = subprocess.run([snakemake, "-n", "--configfile", "config.yaml", "config/paper.yaml", str(site)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert dry.returncode == 0, dry.stderr[-2000:]  # planning needs no cache
