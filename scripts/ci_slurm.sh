@@ -13,7 +13,9 @@
 #     config/rehearsal.yaml over it: the whole paper DAG (every stage, run, variant, seed, benchmark, table and
 #     the report) on CPU with the tiny model; skeleton_rl (nnodes 2) is one job with 2 SLURM tasks, each a Ray
 #     node (cluster.rehearsal_tasks_as_nodes). docs/cluster.md.
-#   - a slice: CI_SLURM_TARGETS set: `snakemake --profile slurm --profile profiles/ci <targets>` (config.yaml).
+#   - a slice: CI_SLURM_TARGETS set: `snakemake --profile slurm --profile profiles/ci <targets>` (config.yaml),
+#     or with CI_SLURM_PROFILE=profiles/rehearsal a slice of the rehearsal (.ci/run: the training stages, skeleton_rl
+#     on 2 task-nodes included; the whole rehearsal is ~220 jobs, too long for CI on 2 cores).
 # * Checks (no squeue needed): each job id Snakemake reports has the executor's log
 #   .snakemake/slurm_logs/rule_<rule>/.../<jobid>.log, written by SLURM, in which the job-side Snakemake
 #   finished that rule; the expected rules were among them; the targets exist. The rehearsal expects every
@@ -124,7 +126,7 @@ if [ "$MODE" = rehearsal ]; then
 fi
 
 # Evidence that the jobs went through sbatch, from files only.
-MODE="$MODE" "$PY" - "$RULES" $TARGETS <<'EOF'
+MODE="$MODE" LAYER="$LAYER" "$PY" - "$RULES" $TARGETS <<'EOF'
 import json
 import os
 import re
@@ -151,7 +153,8 @@ missing = [r for r in rules_expected if r not in ran]
 assert not missing, f"rules that did not run as SLURM jobs: {missing} (ran: {sorted(ran)})"
 for t in targets:
     assert Path(t).exists(), f"target {t} missing"
-if os.environ["MODE"] == "rehearsal":
+if os.environ["MODE"] == "rehearsal" or (os.environ["LAYER"].rstrip("/").endswith("rehearsal")
+                                         and "skeleton_rl_train" in ran):
     # skeleton_rl: one SLURM job whose 2 tasks were the 2 Ray nodes, a task ran on each
     ray = json.loads(Path("results/runs/skeleton_rl/ray_rehearsal.json").read_text())
     assert ray["job_id"] in ran.get("skeleton_rl_train", []), (ray["job_id"], ran.get("skeleton_rl_train"))

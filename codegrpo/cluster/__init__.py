@@ -256,12 +256,14 @@ def allocation_from(env: dict[str, str], record: dict[str, str] | None,
         return Allocation(job_id, tuple(hosts), gpus_per_host, cpus_per_host)
 
     # Test mode: one Ray node per task (CPU only).
+    # the job's tasks: its record first (inside a job step, where Snakemake's executor runs the rule with
+    # `srun -n1`, the SLURM_*TASKS* variables describe the step's single task), else the environment
     tasks_spec = env.get("SLURM_TASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE")
-    if tasks_spec:
-        per_host = expand_counts(tasks_spec)
-    elif record.get("NumTasks", "").isdigit():
+    if record.get("NumTasks", "").isdigit():
         n = int(record["NumTasks"])
         per_host = [n // len(hosts)] * len(hosts)
+    elif tasks_spec:
+        per_host = expand_counts(tasks_spec)
     else:
         per_host = [1] * len(hosts)
     nodes = tuple(h for h, n in zip(hosts, per_host) for _ in range(max(1, n)))

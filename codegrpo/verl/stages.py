@@ -360,10 +360,11 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
 RAY_REHEARSAL_FILE = "ray_rehearsal.json"
 
 
-def rehearse_ray_bootstrap(cfg: Mapping, section: Mapping, run_dir: Path) -> dict | None:
+def rehearse_ray_bootstrap(cfg: Mapping, section: Mapping) -> dict | None:
     """One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``): the multi-node Ray bootstrap of a stage with
     ``nnodes`` > 1, run for real with every SLURM task as a Ray node (head here, the others through ``srun``),
-    one task pinned to each node; the result goes to ``<run_dir>/ray_rehearsal.json`` (temp file, renamed).
+    one task pinned to each node; returns the record (:func:`write_ray_rehearsal` stores it in the run folder
+    once the run is done: before, the run-folder lifecycle would take it for a leftover of another run).
 
     Returns None (and writes nothing) outside a SLURM job or for a one-node stage. verl's CPU mode then trains
     on its own local Ray: it needs fake-GPU resources that a driver joining a running cluster cannot declare.
@@ -384,12 +385,13 @@ def rehearse_ray_bootstrap(cfg: Mapping, section: Mapping, run_dir: Path) -> dic
     if record["ray_nodes"] != record["expected_nodes"] or len({t["node_id"] for t in tasks}) != record["ray_nodes"]:
         raise ClusterError(f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
                            f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / (RAY_REHEARSAL_FILE + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(run_dir / RAY_REHEARSAL_FILE)
     log.info("Ray rehearsal: %d nodes over SLURM job %s, tasks ran on %s", alloc.nnodes, alloc.job_id, tasks)
     return record
+
+
+def write_ray_rehearsal(run_dir: Path, record: dict) -> None:
+    """``<run_dir>/ray_rehearsal.json`` (temp file, renamed)."""
+    write_json(Path(run_dir) / RAY_REHEARSAL_FILE, record)
 
 
 def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
@@ -411,10 +413,11 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     extra_overrides = structure_reward_overrides(stage, section)
     run_dir = Path(run_dir)
     env: dict[str, str] = {}
+    rehearsal = None
     with contextlib.ExitStack() as stack:
         if not section.get("import") and cfg["device"] == "cpu" and cfg.get("cluster", {}).get(
                 "rehearsal_tasks_as_nodes"):
-            rehearse_ray_bootstrap(cfg, section, run_dir)
+            rehearsal = rehearse_ray_bootstrap(cfg, section)
         if not section.get("import"):
             if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
                 from codegrpo.cluster import multinode_ray
@@ -425,5 +428,8 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
                 rc = stack.enter_context(multinode_ray(**kw))
                 if rc is not None and os.environ.get("RAY_ADDRESS"):
                     env["RAY_ADDRESS"] = os.environ["RAY_ADDRESS"]
-        return run_grpo(cfg, section, stage, train_files=train_files, val_files=val_files, init_model=init_model,
+        done = run_grpo(cfg, section, stage, train_files=train_files, val_files=val_files, init_model=init_model,
                         run_dir=run_dir, env=env, extra_overrides=extra_overrides)
+    if rehearsal is not None:
+        write_ray_rehearsal(run_dir, rehearsal)
+    return done
