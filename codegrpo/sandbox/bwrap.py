@@ -104,9 +104,12 @@ def lookups(path: str) -> list[str]:
 
 def needed_paths() -> list[str]:
     """Directories the supervisor and the job's interpreter must read (Python installation, virtual environment,
-    this package), resolved."""
+    site-packages directories a .pth file adds, this package), resolved."""
     exe = interpreter()
     paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(exe)), PACKAGE_DIR}
+    # site-packages directories on sys.path that live elsewhere (added by a .pth file of the environment)
+    paths.update(p for p in sys.path if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
+                 and os.path.isdir(p))
     return sorted({os.path.realpath(p) for p in paths if p})
 
 
