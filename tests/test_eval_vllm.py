@@ -156,3 +156,20 @@ def test_codegen_closes_its_engine(fake_vllm, tiny, tmp_path):
     assert kinds[0] == "engine" and "destroy" in kinds and fake_vllm.ALIVE == []
     gen_events = [e for e in fake_vllm.EVENTS if e[0] == "generate"]
     assert all(e[3]["n"] == 2 and e[3]["temperature"] == 0.8 for e in gen_events)
+
+
+def test_generation_settings_from_rule_params():
+    """The evaluation scripts build their settings from the rule's params; decompilation fixes greedy, one sample."""
+    from types import SimpleNamespace
+
+    from codegrpo.eval.generate import GenerationSettings
+
+    p = SimpleNamespace(max_new_tokens=64, temperature=0.7, top_p=0.9, n_samples=4, batch_size=3, max_prompt_tokens=900,
+                        use_chat_template=True, seed=5,
+                        vllm={"gpu_memory_utilization": 0.4, "max_model_len": 2048, "tensor_parallel_size": 2})
+    s = GenerationSettings.from_params(p)
+    assert (s.max_new_tokens, s.temperature, s.top_p, s.n, s.batch_size, s.max_prompt_tokens, s.use_chat_template,
+            s.seed, s.gpu_memory_utilization, s.max_model_len, s.tensor_parallel_size) == \
+        (64, 0.7, 0.9, 4, 3, 900, True, 5, 0.4, 2048, 2)
+    g = GenerationSettings.from_params(p, temperature=0.0, n=1)
+    assert (g.temperature, g.n, g.top_p, g.max_new_tokens) == (0.0, 1, 1.0, 64)

@@ -15,19 +15,7 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
 try:
-    settings = GenerationSettings(
-        max_new_tokens=p.max_new_tokens,
-        temperature=p.temperature,
-        top_p=p.top_p,
-        n=p.n_samples,
-        batch_size=p.batch_size,
-        max_prompt_tokens=p.max_prompt_tokens,
-        use_chat_template=p.use_chat_template,
-        seed=p.seed,
-        gpu_memory_utilization=p.vllm["gpu_memory_utilization"],
-        max_model_len=p.vllm["max_model_len"],
-        tensor_parallel_size=p.vllm["tensor_parallel_size"],
-    )
+    settings = GenerationSettings.from_params(p)
     run_generate(sm.wildcards.run, sm.input.model, sm.wildcards.benchmark, sm.output[0], settings=settings,
                  backend=p.backend, limit=p.limit, suites=p.suites)
 except Exception:

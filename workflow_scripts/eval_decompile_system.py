@@ -14,18 +14,7 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
 try:
-    settings = GenerationSettings(
-        max_new_tokens=p.max_new_tokens,
-        temperature=0.0,
-        n=1,
-        batch_size=p.batch_size,
-        max_prompt_tokens=p.max_prompt_tokens,
-        use_chat_template=p.use_chat_template,
-        seed=p.seed,
-        gpu_memory_utilization=p.vllm["gpu_memory_utilization"],
-        max_model_len=p.vllm["max_model_len"],
-        tensor_parallel_size=p.vllm["tensor_parallel_size"],
-    )
+    settings = GenerationSettings.from_params(p, temperature=0.0, n=1)
     system = p.system
     run_system(
         system["name"],

@@ -32,6 +32,17 @@ class GenerationSettings:
     max_model_len: int | None = None  # None: max_prompt_tokens + max_new_tokens
     tensor_parallel_size: int = 1
 
+    @classmethod
+    def from_params(cls, p, **fixed) -> "GenerationSettings":
+        """From an evaluation rule's params (``max_new_tokens``, ``batch_size``, ``max_prompt_tokens``,
+        ``use_chat_template``, ``seed``, ``vllm`` and, unless ``fixed`` sets them, ``temperature``, ``top_p``,
+        ``n_samples``)."""
+        sampling = {"temperature": p.temperature, "top_p": p.top_p, "n": p.n_samples} if not fixed else {}
+        return cls(max_new_tokens=p.max_new_tokens, batch_size=p.batch_size, max_prompt_tokens=p.max_prompt_tokens,
+                   use_chat_template=p.use_chat_template, seed=p.seed,
+                   gpu_memory_utilization=p.vllm["gpu_memory_utilization"], max_model_len=p.vllm["max_model_len"],
+                   tensor_parallel_size=p.vllm["tensor_parallel_size"], **{**sampling, **fixed})
+
 
 def _check_model_dir(model_dir: str | Path) -> Path:
     path = Path(model_dir)
