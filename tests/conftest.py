@@ -32,3 +32,18 @@ def data_dir() -> Path:
 def snakemake_bin() -> str:
     exe = VENV_BIN / "snakemake"
     return str(exe) if exe.exists() else shutil.which("snakemake")
+
+
+# The two shipped configurations, validated (defaults filled in); one copy per test module, which may change it.
+@pytest.fixture(scope="module")
+def paper() -> dict:
+    from codegrpo.config import load_config
+
+    return load_config(REPO_ROOT / "config" / "paper.yaml", check_files=False)
+
+
+@pytest.fixture(scope="module")
+def local() -> dict:
+    from codegrpo.config import load_config
+
+    return load_config(REPO_ROOT / "config.yaml", check_files=False)

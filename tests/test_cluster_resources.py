@@ -8,19 +8,8 @@ from pathlib import Path
 import pytest
 
 from codegrpo.cluster.resources import ResourceError, stage_resources, training_topology
-from codegrpo.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def paper() -> dict:
-    return load_config(REPO / "config" / "paper.yaml", check_files=False)
-
-
-@pytest.fixture(scope="module")
-def local() -> dict:
-    return load_config(REPO / "config.yaml", check_files=False)
 
 
 def _with(cfg: dict, **cluster) -> dict:

@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from codegrpo import hub, preflight
-from codegrpo.config import load_config
 from hub_standin import COMMIT, HubStandIn
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,16 +23,6 @@ MODEL_ID = "codegrpo-test/tiny-qwen2"
 DATASET_ID = "codegrpo-test/TinyRows-10K"  # datasets snake-cases the cache folder: tiny_rows-10_k
 LCB_ID = "codegrpo-test/lcb-lite"
 KOD_ID = "codegrpo-test/KodRows"
-
-
-@pytest.fixture(scope="module")
-def paper() -> dict:
-    return load_config(REPO / "config" / "paper.yaml", check_files=False)
-
-
-@pytest.fixture(scope="module")
-def local() -> dict:
-    return load_config(REPO / "config.yaml", check_files=False)
 
 
 def test_refs_of_the_paper_config(paper, local):

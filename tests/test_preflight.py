@@ -14,21 +14,10 @@ import pandas as pd
 import pytest
 
 from codegrpo import preflight
-from codegrpo.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 ONLINE = {"WANDB_MODE": "offline"}
-
-
-@pytest.fixture(scope="module")
-def paper() -> dict:
-    return load_config(REPO / "config" / "paper.yaml", check_files=False)
-
-
-@pytest.fixture(scope="module")
-def local() -> dict:
-    return load_config(REPO / "config.yaml", check_files=False)
 
 
 def test_shipped_configs_pass(paper, local):

@@ -12,20 +12,9 @@ from pathlib import Path
 import pytest
 
 from codegrpo import smoke
-from codegrpo.config import load_config
 from codegrpo.smoke import Check, CheckResult
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def paper() -> dict:
-    return load_config(REPO / "config" / "paper.yaml", check_files=False)
-
-
-@pytest.fixture(scope="module")
-def local() -> dict:
-    return load_config(REPO / "config.yaml", check_files=False)
 
 
 def test_report_lists_each_check_with_status_time_and_error(tmp_path):
