@@ -77,6 +77,13 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
+def _program_failed(res: dict, exc: BaseException) -> None:
+    """The candidate program did not load (timeout or exception): stop the timer, record why, write the result."""
+    _clear()
+    res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
+    _write(res)
+
+
 class _Quiet:
     """Swallow the candidate's stdout / stderr (and give it an empty stdin)."""
 
@@ -222,9 +229,7 @@ def evalplus_check() -> None:
         _clear()
         fn = glb[task["entry_point"]]
     except BaseException as exc:  # noqa: BLE001
-        _clear()
-        res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
-        _write(res)
+        _program_failed(res, exc)
         return
     res["executed"] = True
     for part in task["parts"]:
@@ -334,9 +339,7 @@ def lcb() -> None:
             _clear()
             method = getattr(target, task["fn_name"]) if target is not None else glb[task["fn_name"]]
         except BaseException as exc:  # noqa: BLE001
-            _clear()
-            res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
-            _write(res)
+            _program_failed(res, exc)
             return
         res["executed"] = True
         for i, t in enumerate(tests):
