@@ -25,6 +25,7 @@ __all__ = [
     "TOY_TARGET_CHARS",
     "STAGE_DATA_SOURCE",
     "LEGACY_DATA_SOURCE_ALIASES",
+    "RL_STAGES",
     "PYTHON_FENCE_TAGS",
     "extract_code",
     "gcc_version",
@@ -50,6 +51,8 @@ TOY_TARGET_CHARS = "toy_target_chars"
 STAGE_DATA_SOURCE = {"skeleton": SK2D_STRUCTURE, "skin": SK2D_IDENTIFIER}
 #: legacy keys accepted in input data and mapped to a canonical key (config ``data.data_source_aliases`` default)
 LEGACY_DATA_SOURCE_ALIASES = {LLM4DECOMPILE_EXE: SK2D_STRUCTURE}
+#: the SK2Decompile RL stages (config sections and run names)
+RL_STAGES = ("skeleton_rl", "skin_rl")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from codegrpo.contracts import RL_STAGES
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -47,7 +49,6 @@ __all__ = [
     "prefetch",
 ]
 
-RL_STAGES = ("skeleton_rl", "skin_rl")
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 

@@ -22,6 +22,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from codegrpo.contracts import RL_STAGES
+
 __all__ = [
     "PreflightError",
     "check_lengths",
@@ -36,7 +38,6 @@ __all__ = [
     "training_sections",
 ]
 
-RL_STAGES = ("skeleton_rl", "skin_rl")
 
 
 class PreflightError(ValueError):

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from codegrpo import preflight, runsettings
+from codegrpo.contracts import RL_STAGES
 from codegrpo.runsettings import SETTINGS_ENV, SETTINGS_FILE
 from codegrpo.io import write_json
 from codegrpo.models import export_hf, import_checkpoint
 from codegrpo.verl import checkpoints
-from codegrpo.verl.launch import RL_STAGES, grpo_launch, sft_launch
+from codegrpo.verl.launch import grpo_launch, sft_launch
 
 log = logging.getLogger(__name__)
 
