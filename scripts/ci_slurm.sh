@@ -159,7 +159,12 @@ if os.environ["MODE"] == "rehearsal" or (os.environ["LAYER"].rstrip("/").endswit
     ray = json.loads(Path("results/runs/skeleton_rl/ray_rehearsal.json").read_text())
     assert ray["job_id"] in ran.get("skeleton_rl_train", []), (ray["job_id"], ran.get("skeleton_rl_train"))
     assert ray["ray_nodes"] == 2 and len({t["node_id"] for t in ray["tasks"]}) == 2, ray
-    print(f"[ci_slurm] OK: skeleton_rl_train = SLURM job {ray['job_id']}, {ray['ray_nodes']} tasks as Ray nodes")
+    # verl's training workers (world size 2) were placed on both Ray nodes, one per node
+    workers = ray["training_workers"]["workers"]
+    assert ray["training_nodes"] == 2 and len({w["node_id"] for w in workers}) == 2, ray
+    assert {w["node_id"] for w in workers} == {t["node_id"] for t in ray["tasks"]}, ray
+    print(f"[ci_slurm] OK: skeleton_rl_train = SLURM job {ray['job_id']}, {ray['ray_nodes']} tasks as Ray nodes, "
+          f"training ranks {[w['rank'] for w in workers]} on {ray['training_nodes']} of them")
 print(f"[ci_slurm] OK: {len(ids)} SLURM jobs, " +
       ", ".join(f"{r} x{len(v)}" for r, v in sorted(ran.items())))
 EOF

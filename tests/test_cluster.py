@@ -6,6 +6,7 @@ The same code inside real SLURM jobs is tested in tests/slurm/.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -208,6 +209,22 @@ def test_cpu_only_announces_no_gpus(tmp_path):
     alloc = Allocation("1", ("x", ME), gpus_per_node=8, cpus_per_node=4)
     rc = RayCluster(alloc, cpu_only=True, temp_root=tmp_path)
     assert all(_flag(cmd, "--num-gpus") == "0" for _, cmd in rc.plan())
+
+
+def test_node_resources_are_announced_to_ray_not_asked_of_slurm(tmp_path):
+    """CPU training across task-nodes: each Ray node announces device slots and a custom resource that SLURM
+    never sees (no --gres on the steps), and readiness waits for what was announced."""
+    alloc = Allocation("1", (ME, ME), gpus_per_node=0, cpus_per_node=1, tasks_as_nodes=True)
+    rc = RayCluster(alloc, cpu_only=True, temp_root=tmp_path,
+                    node_resources={"num_gpus": 1, "num_cpus": 4, "resources": {"cpu": 1}})
+    for _, cmd in rc.plan():
+        assert _flag(cmd, "--num-gpus") == "1" and _flag(cmd, "--num-cpus") == "4"
+        assert json.loads(_flag(cmd, "--resources")) == {"cpu": 1}
+        assert "--gres" not in " ".join(cmd) and _flag(cmd, "--cpus-per-task") == "1"
+    assert (rc.ray_gpus_per_node, rc.ray_cpus_per_node, rc.gpus_per_node) == (1, 4, 0)
+    plain = RayCluster(alloc, cpu_only=True, temp_root=tmp_path)
+    assert all("--resources" not in " ".join(cmd) for _, cmd in plain.plan())
+    assert (plain.ray_gpus_per_node, plain.ray_cpus_per_node) == (0, 1)
 
 
 def test_head_must_be_in_the_allocation(tmp_path):

@@ -97,6 +97,11 @@ def test_cpu_overrides_and_ray_settings():
     assert kw["num_gpus"] == 2 and kw["resources"] == {"cpu": 2}
     assert kw["runtime_env"]["worker_process_setup_hook"] == "codegrpo.verl.cpu.setup"
     assert kw["runtime_env"]["env_vars"]["X"] == "1"
+    # joining a cluster whose nodes announce the resources themselves (Ray refuses resources from a joining driver)
+    join = cpu.ray_init_kwargs(2, env_vars={"X": "1"}, address="10.0.0.1:6379")
+    assert join["address"] == "10.0.0.1:6379" and not {"num_gpus", "num_cpus", "resources"} & set(join)
+    assert join["runtime_env"] == kw["runtime_env"]
+    assert cpu.node_resources(1, 4) == {"num_cpus": 4, "num_gpus": 1, "resources": {"cpu": 1}}
 
 
 def test_setup_patches_verl_for_cpu(tmp_path):
@@ -221,6 +226,10 @@ def test_grpo_two_steps_on_cpu(sft_run, fixtures):
         assert r["response_length/max"] <= 16
     assert any(k.startswith("val-core/sk2decompile_structure/") for k in rows[-1])
     assert done["final_step"] == 2 and (run_dir / "checkpoints" / "global_step_2" / "actor").is_dir()
+    # where verl placed its training worker (the local Ray of CPU mode: one node, one fake GPU)
+    workers = json.loads((run_dir / "workers.json").read_text())
+    assert workers["world_size"] == cfg["skeleton_rl"]["n_gpus_per_node"] and workers["nodes"] == 1
+    assert workers["workers"][0]["rank"] == 0 and workers["workers"][0]["pid"] > 0
     model, tok = load_model(run_dir / "hf")
     assert type(model).__name__ == "Qwen2ForCausalLM" and tok.eos_token == "<|im_end|>"
 
@@ -307,3 +316,28 @@ def test_skin_rl_reward_uses_the_served_endpoint_from_settings_json(fixtures, tm
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2] and all("reward/cosine/mean" in r for r in rows)
     assert (run_dir / "embedding_server.log").read_text().count("POST /v1/embeddings") >= 2
+
+
+def test_ray_rehearsal_record_demands_workers_on_every_node(tmp_path):
+    """ray_rehearsal.json is written only when verl's training workers (the run's workers.json) ran on every
+    Ray node of the rehearsal; the driver's environment is not stored."""
+    import json
+
+    from codegrpo.cluster import ClusterError
+    from codegrpo.verl.stages import RAY_REHEARSAL_FILE, write_ray_rehearsal
+    from codegrpo.verl.trainer import WORKERS_FILE
+
+    record = {"job_id": "7", "ray_nodes": 2, "expected_nodes": 2, "tasks": [{"node_id": "a"}, {"node_id": "b"}],
+              "env": {"RAY_ADDRESS": "127.0.0.1:1"}}
+    with pytest.raises(ClusterError, match="0 of the 2 Ray nodes"):  # no workers.json: training never placed
+        write_ray_rehearsal(tmp_path, record)
+    one = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "a"}]
+    (tmp_path / WORKERS_FILE).write_text(json.dumps({"world_size": 2, "nodes": 1, "workers": one}))
+    with pytest.raises(ClusterError, match="1 of the 2 Ray nodes"):
+        write_ray_rehearsal(tmp_path, record)
+    assert not (tmp_path / RAY_REHEARSAL_FILE).exists()
+    two = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "b"}]
+    (tmp_path / WORKERS_FILE).write_text(json.dumps({"world_size": 2, "nodes": 2, "workers": two}))
+    write_ray_rehearsal(tmp_path, record)
+    saved = json.loads((tmp_path / RAY_REHEARSAL_FILE).read_text())
+    assert saved["training_nodes"] == 2 and saved["training_workers"]["workers"] == two and "env" not in saved

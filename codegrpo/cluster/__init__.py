@@ -388,7 +388,10 @@ class RayCluster:
     ``<temp_base>/codegrpo-ray-<job>-<random>``, ``temp_base`` ``/tmp``; keep it short, Ray puts Unix sockets in
     it); every Ray process runs with umask 077, so it and its sockets are private to the user on every node.
     ``log_dir``: where the ``ray start`` output of every node goes (default: under ``temp_root``).
-    ``cpu_only``: announce no GPUs (the test mode, or CPU training across nodes).
+    ``cpu_only``: ask SLURM for no GPUs and announce none (the test mode, or CPU training across nodes).
+    ``node_resources``: what every node announces to Ray instead of its SLURM share, for CPU training across
+    nodes: ``num_gpus`` (device slots a CPU trainer schedules on, none of them asked of SLURM), ``num_cpus``
+    (logical CPUs) and ``resources`` (custom resources). Keys left out keep the allocation's values.
     ``timeout_s``: how long to wait for every node (and GPU/CPU) to register.
     """
 
@@ -398,6 +401,7 @@ class RayCluster:
     temp_base: Path | str = "/tmp"
     log_dir: Path | None = None
     cpu_only: bool = False
+    node_resources: dict | None = None
     timeout_s: float = 300.0
     object_store_memory: int | None = None
     python: str = sys.executable
@@ -440,7 +444,18 @@ class RayCluster:
 
     @property
     def gpus_per_node(self) -> int:
+        """GPUs each node's job step asks of SLURM."""
         return 0 if self.cpu_only else self.allocation.gpus_per_node
+
+    @property
+    def ray_gpus_per_node(self) -> int:
+        """GPUs each Ray node announces (``node_resources`` may announce device slots SLURM did not give)."""
+        return int((self.node_resources or {}).get("num_gpus", self.gpus_per_node))
+
+    @property
+    def ray_cpus_per_node(self) -> int:
+        """CPUs each Ray node announces."""
+        return int((self.node_resources or {}).get("num_cpus", self.allocation.cpus_per_node))
 
     def _ordered_hosts(self) -> list[str]:
         """Allocation nodes with the local host first (the head runs where the driver runs)."""
@@ -462,8 +477,8 @@ class RayCluster:
         base = self.port + 1 + shift
         cmd = [
             self.ray_bin, "start", "--block", "--disable-usage-stats",
-            f"--num-cpus={self.allocation.cpus_per_node}",
-            f"--num-gpus={self.gpus_per_node}",
+            f"--num-cpus={self.ray_cpus_per_node}",
+            f"--num-gpus={self.ray_gpus_per_node}",
             f"--node-manager-port={base}",
             f"--object-manager-port={base + 1}",
             f"--dashboard-agent-listen-port={base + 2}",
@@ -474,6 +489,9 @@ class RayCluster:
         if self.allocation.same_host:
             lo = self.port + 1000 + index * _WORKER_PORTS_PER_NODE
             cmd += [f"--min-worker-port={lo}", f"--max-worker-port={lo + _WORKER_PORTS_PER_NODE - 1}"]
+        custom = (self.node_resources or {}).get("resources")
+        if custom:
+            cmd.append(f"--resources={json.dumps(custom, sort_keys=True)}")
         if self.object_store_memory:
             cmd.append(f"--object-store-memory={self.object_store_memory}")
         temp_dir = self.temp_root / (f"n{index}" if self.allocation.same_host else "n")
@@ -513,8 +531,8 @@ class RayCluster:
         self.temp_root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.temp_root.chmod(0o700)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log.info("starting Ray on %d node(s) %s (job %s, %d GPU(s)/node), head %s",
-                 len(plans), [h for h, _ in plans], self.allocation.job_id, self.gpus_per_node,
+        log.info("starting Ray on %d node(s) %s (job %s, %d GPU(s)/node announced), head %s",
+                 len(plans), [h for h, _ in plans], self.allocation.job_id, self.ray_gpus_per_node,
                  self.address)
         try:
             for i, (host, cmd) in enumerate(plans):
@@ -559,8 +577,8 @@ class RayCluster:
         A probe runs in a subprocess while the Ray nodes are watched, so a node that dies is reported
         at once, not after the probe gives up.
         """
-        want_gpus = n_nodes * self.gpus_per_node
-        want_cpus = n_nodes * self.allocation.cpus_per_node
+        want_gpus = n_nodes * self.ray_gpus_per_node
+        want_cpus = n_nodes * self.ray_cpus_per_node
         last = "no answer yet"
         running: subprocess.Popen | None = None
         probe_started = 0.0

@@ -5,7 +5,8 @@ files, and ONLY when the pipeline runs with ``device: cpu`` (the GPU path never 
 
 1. Ray: the driver starts a local Ray with a fake GPU count (``num_gpus=n``) and a custom ``"cpu"`` resource of
    the same size, because verl's resource pool asks for GPUs and, with ``trainer.device=cpu``, names its
-   placement-group bundles ``"cpu"`` (:func:`ray_init_kwargs`).
+   placement-group bundles ``"cpu"`` (:func:`ray_init_kwargs`). Across several Ray nodes (the one-host SLURM
+   rehearsal) every node announces those resources itself (:func:`node_resources`) and the driver joins.
 2. ``verl.utils.device.get_nccl_backend`` raises on CPU: it returns ``"gloo"``, and the ``"cpu:gloo,cpu:gloo"``
    backend string verl then builds is rewritten to ``"gloo"`` in ``torch.distributed.init_process_group``.
 3. ``torch.cpu`` lacks the ``torch.cuda`` memory/RNG helpers verl calls: harmless stubs are added.
@@ -57,17 +58,27 @@ def sft_overrides() -> list[str]:
     ]
 
 
-def ray_init_kwargs(n_gpus: int, num_cpus: int | None = None, env_vars: dict | None = None) -> dict:
-    """``ray.init`` arguments for CPU mode: fake GPUs, the ``"cpu"`` bundle resource and the setup hook."""
-    return {
-        "num_cpus": num_cpus or max(8, 2 * n_gpus + 2),
-        "num_gpus": n_gpus,
-        "resources": {"cpu": n_gpus},
-        "runtime_env": {
-            "env_vars": {"TOKENIZERS_PARALLELISM": "false", **(env_vars or {})},
-            "worker_process_setup_hook": WORKER_SETUP_HOOK,
-        },
-    }
+def node_resources(n_gpus: int, num_cpus: int | None = None) -> dict:
+    """What a Ray node must announce for CPU mode to place ``n_gpus`` training workers on it: that many fake
+    GPUs (verl's resource check counts them), the ``"cpu"`` resource of the same size (verl's placement-group
+    bundles ask for it with ``trainer.device=cpu``) and logical CPUs for the workers and the driver's task
+    runner (Ray does not enforce them)."""
+    return {"num_cpus": num_cpus or max(8, 2 * n_gpus + 2), "num_gpus": n_gpus, "resources": {"cpu": n_gpus}}
+
+
+def _runtime_env(env_vars: dict | None) -> dict:
+    return {"env_vars": {"TOKENIZERS_PARALLELISM": "false", **(env_vars or {})},
+            "worker_process_setup_hook": WORKER_SETUP_HOOK}
+
+
+def ray_init_kwargs(n_gpus: int, num_cpus: int | None = None, env_vars: dict | None = None,
+                    address: str | None = None) -> dict:
+    """``ray.init`` arguments for CPU mode: a local Ray with :func:`node_resources` for ``n_gpus`` workers, or
+    with ``address`` the cluster there (its nodes announce :func:`node_resources` themselves: a driver joining
+    a cluster cannot); the CPU patches as the workers' setup hook either way."""
+    if address:
+        return {"address": address, "runtime_env": _runtime_env(env_vars)}
+    return {**node_resources(n_gpus, num_cpus), "runtime_env": _runtime_env(env_vars)}
 
 
 def is_applied() -> bool:

@@ -361,38 +361,60 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
 RAY_REHEARSAL_FILE = "ray_rehearsal.json"
 
 
-def rehearse_ray_bootstrap(cfg: Mapping, section: Mapping) -> dict | None:
-    """One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``): the multi-node Ray bootstrap of a stage with
-    ``nnodes`` > 1, run for real with every SLURM task as a Ray node (head here, the others through ``srun``),
-    one task pinned to each node; returns the record (:func:`write_ray_rehearsal` stores it in the run folder
-    once the run is done: before, the run-folder lifecycle would take it for a leftover of another run).
+@contextlib.contextmanager
+def rehearsal_ray_cluster(cfg: Mapping, section: Mapping):
+    """One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``, device cpu): the multi-node Ray cluster of a
+    stage with ``nnodes`` > 1, for real, with every SLURM task of the job as a Ray node (head here, the others
+    through ``srun``). Each node announces the CPU-mode resources of ``n_gpus_per_node`` training workers
+    (:func:`codegrpo.verl.cpu.node_resources`), so verl, joining through ``RAY_ADDRESS``, must place its workers
+    on every node. One task pinned to each node runs first.
 
-    Returns None (and writes nothing) outside a SLURM job or for a one-node stage. verl's CPU mode then trains
-    on its own local Ray: it needs fake-GPU resources that a driver joining a running cluster cannot declare.
-    """
+    Yields the record (the driver's environment in ``record["env"]``, dropped before it is stored), or None
+    outside a SLURM job, for a one-node stage or when not rehearsing."""
     from codegrpo.cluster import ClusterError, multinode_ray, run_probe_tasks
+    from codegrpo.verl import cpu
 
-    if int(section.get("nnodes", 1)) < 2:
-        return None
     cl = cfg.get("cluster", {})
+    if (cfg["device"] != "cpu" or not cl.get("rehearsal_tasks_as_nodes") or section.get("import")
+            or int(section.get("nnodes", 1)) < 2):
+        yield None
+        return
     kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s")) if key in cl}
-    with multinode_ray(tasks_as_nodes=True, cpu_only=True, **kw) as rc:
+    n_gpus = int(section.get("n_gpus_per_node", 1))
+    with multinode_ray(tasks_as_nodes=True, cpu_only=True, node_resources=cpu.node_resources(n_gpus, 2 * n_gpus + 2),
+                       **kw) as rc:
         if rc is None:
-            return None
+            yield None
+            return
         alloc = rc.allocation
         tasks = run_probe_tasks(rc.python)
         record = {"job_id": alloc.job_id, "ray_nodes": alloc.nnodes, "hosts": list(alloc.nodes),
                   "expected_nodes": int(section["nnodes"]), "address": rc.address, "tasks": tasks}
-    if record["ray_nodes"] != record["expected_nodes"] or len({t["node_id"] for t in tasks}) != record["ray_nodes"]:
-        raise ClusterError(f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
-                           f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})")
-    log.info("Ray rehearsal: %d nodes over SLURM job %s, tasks ran on %s", alloc.nnodes, alloc.job_id, tasks)
-    return record
+        if (record["ray_nodes"] != record["expected_nodes"]
+                or len({t["node_id"] for t in tasks}) != record["ray_nodes"]):
+            raise ClusterError(f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
+                               f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})")
+        log.info("Ray rehearsal: %d nodes over SLURM job %s, tasks ran on %s", alloc.nnodes, alloc.job_id, tasks)
+        yield {**record, "env": {"RAY_ADDRESS": rc.address}}
 
 
-def write_ray_rehearsal(run_dir: Path, record: dict) -> None:
-    """``<run_dir>/ray_rehearsal.json`` (temp file, renamed)."""
+def write_ray_rehearsal(run_dir: Path, record: dict) -> dict:
+    """``<run_dir>/ray_rehearsal.json`` (temp file, renamed) after the run: the Ray cluster, the pinned tasks
+    and where verl's training workers ran (the run's ``workers.json``); fails when the workers did not span
+    every node. Written once the run is done: before, the run-folder lifecycle would take it for a leftover."""
+    from codegrpo.cluster import ClusterError
+    from codegrpo.verl.trainer import WORKERS_FILE
+
+    record = {k: v for k, v in record.items() if k != "env"}
+    workers_path = Path(run_dir) / WORKERS_FILE
+    workers = json.loads(workers_path.read_text(encoding="utf-8")) if workers_path.is_file() else None
+    record["training_workers"] = workers
+    record["training_nodes"] = workers["nodes"] if workers else 0
+    if record["training_nodes"] != record["ray_nodes"]:
+        raise ClusterError(f"Ray rehearsal: verl's training workers ran on {record['training_nodes']} of the "
+                           f"{record['ray_nodes']} Ray nodes ({workers_path}: {workers})")
     write_json(Path(run_dir) / RAY_REHEARSAL_FILE, record)
+    return record
 
 
 def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
@@ -414,11 +436,10 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     extra_overrides = structure_reward_overrides(stage, section)
     run_dir = Path(run_dir)
     env: dict[str, str] = {}
-    rehearsal = None
     with contextlib.ExitStack() as stack:
-        if not section.get("import") and cfg["device"] == "cpu" and cfg.get("cluster", {}).get(
-                "rehearsal_tasks_as_nodes"):
-            rehearsal = rehearse_ray_bootstrap(cfg, section)
+        rehearsal = stack.enter_context(rehearsal_ray_cluster(cfg, section))
+        if rehearsal is not None:
+            env.update(rehearsal["env"])
         if not section.get("import"):
             if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
                 from codegrpo.cluster import multinode_ray

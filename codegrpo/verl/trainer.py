@@ -80,8 +80,29 @@ class _RewardRecorder:
         return getattr(self.inner, name)
 
 
+WORKERS_FILE = "workers.json"
+
+
+def _where(worker) -> dict:
+    """Run inside a training worker (``__ray_call__``): the Ray node, host and process it lives in."""
+    import socket
+
+    return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid(),
+            "rank": int(os.environ.get("RANK", -1))}
+
+
+def record_workers(trainer, path) -> list[dict]:
+    """Write where each actor/rollout worker of ``trainer`` runs (rank, Ray node, host, pid) to ``path``."""
+    from codegrpo.io import write_json
+
+    where = ray.get([w.__ray_call__.remote(_where) for w in trainer.actor_rollout_wg.workers])
+    write_json(path, {"world_size": len(where), "nodes": len({w["node_id"] for w in where}), "workers": where})
+    return where
+
+
 class ProjectTrainer(RayPPOTrainer):
-    """verl's RayPPOTrainer plus callbacks, reward-component metrics and the metrics file."""
+    """verl's RayPPOTrainer plus callbacks, reward-component metrics, the metrics file and ``workers.json`` (where
+    each training worker runs, in the run folder)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -91,6 +112,12 @@ class ProjectTrainer(RayPPOTrainer):
         self.metrics_file = pc.get("metrics_file")
         if self.reward_fn is not None:
             self.reward_fn = _RewardRecorder(self.reward_fn)
+
+    def init_workers(self):
+        super().init_workers()
+        run_dir = (self.config.get("codegrpo", {}) or {}).get("run_dir")
+        if run_dir:
+            record_workers(self, os.path.join(run_dir, WORKERS_FILE))
 
     def _validate(self):
         metrics = super()._validate()
@@ -156,7 +183,9 @@ def ray_init_kwargs(cfg) -> dict:
         from codegrpo.verl import cpu
 
         n = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
-        return cpu.ray_init_kwargs(n, cfg.codegrpo.get("ray_num_cpus"), env_vars)
+        # RAY_ADDRESS: the multi-node rehearsal's cluster, whose nodes announce the CPU-mode resources
+        return cpu.ray_init_kwargs(n, cfg.codegrpo.get("ray_num_cpus"), env_vars,
+                                   address=os.environ.get("RAY_ADDRESS"))
     kwargs = {"runtime_env": {"env_vars": {"NCCL_DEBUG": "WARN", "VLLM_LOGGING_LEVEL": "WARN", **env_vars}}}
     if os.environ.get("RAY_ADDRESS"):  # multi-node: join the cluster the job script started
         kwargs["address"] = os.environ["RAY_ADDRESS"]
