@@ -16,11 +16,13 @@
 #   - a slice: CI_SLURM_TARGETS set: `snakemake --profile slurm --profile profiles/ci <targets>` (config.yaml),
 #     or with CI_SLURM_PROFILE=profiles/rehearsal a slice of the rehearsal (.ci/run: the training stages, skeleton_rl
 #     on 2 task-nodes included; the whole rehearsal is ~220 jobs, too long for CI on 2 cores).
-# * Checks (no squeue needed): each job id Snakemake reports has the executor's log
+# * Checks (from files): the last SLURM job of every Snakemake job has the executor's log
 #   .snakemake/slurm_logs/rule_<rule>/.../<jobid>.log, written by SLURM, in which the job-side Snakemake
-#   finished that rule; the expected rules were among them; the targets exist. The rehearsal expects every
-#   rule of its plan except the Snakefile's localrules, and skeleton_rl's ray_rehearsal.json showing 2 Ray
-#   nodes (SLURM tasks) in the job that skeleton_rl_train was submitted as.
+#   finished that rule (earlier attempts of a retried job must not have finished); the expected rules were
+#   among them; the targets exist. The rehearsal expects every rule of its plan except the Snakefile's
+#   localrules; skeleton_rl's ray_rehearsal.json showing 2 Ray nodes (SLURM tasks) in the job that
+#   skeleton_rl_train was submitted as, with verl's 2 training workers one on each; and the cancelled
+#   skin_rl_train job retried to the end.
 #
 # Environment (all optional):
 #   CI_SLURM_TARGETS    targets of a slice (default: none, the rehearsal's whole DAG)
@@ -28,6 +30,8 @@
 #                       for a slice: data_ingest data_parquet tiny_model sft_train skeleton_rl_train)
 #   CI_SLURM_PROFILE    the layer over profiles/slurm (default profiles/rehearsal; profiles/ci for a slice)
 #   CI_SLURM_TIMEOUT_S  hard limit for the Snakemake run (default 2400)
+#   CI_SLURM_CANCEL_ONCE  rule whose first SLURM job is cancelled while it runs, to rehearse the retry
+#                       (default: skin_rl_train for the rehearsal, none for a slice; empty: none)
 #   CI_SLURM_WORKDIR    where to copy the workflow (default: a new folder under /tmp; kept for inspection)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +47,8 @@ else
   RULES="${CI_SLURM_RULES:-}"   # filled from the rehearsal's plan below
 fi
 LIMIT_S="${CI_SLURM_TIMEOUT_S:-2400}"
+# the rehearsal cancels skin_rl_train's first job once (the retry path); a slice only when asked
+if [ "$MODE" = rehearsal ]; then CANCEL_RULE="${CI_SLURM_CANCEL_ONCE-skin_rl_train}"; else CANCEL_RULE="${CI_SLURM_CANCEL_ONCE:-}"; fi
 WORK="${CI_SLURM_WORKDIR:-$(mktemp -d /tmp/codegrpo-ci-slurm.XXXXXX)}"
 PY="$ROOT/.venv/bin/python"
 SNAKEMAKE="$ROOT/.venv/bin/snakemake"
@@ -100,12 +106,30 @@ if [ "$MODE" = rehearsal ]; then
   log "rules expected as SLURM jobs: $RULES"
 fi
 
+# The retry path: the first SLURM job of rule $CANCEL_RULE is cancelled once it runs (as a preemption would);
+# Snakemake must submit it again (the profile's retries) and the run must still finish.
+cancel_once() {
+  local id
+  while :; do
+    id=$(squeue -h -o "%i %T %k" 2>/dev/null | awk -v r="rule_$1" '$2 == "RUNNING" && index($3, r) == 1 {print $1; exit}')
+    if [ -n "$id" ]; then
+      scancel "$id" && echo "$id" >> cancelled.txt && log "cancelled SLURM job $id ($1) while it ran: Snakemake must retry it"
+      return 0
+    fi
+    sleep 1
+  done
+}
+rm -f cancelled.txt
+watcher=
+if [ -n "$CANCEL_RULE" ]; then cancel_once "$CANCEL_RULE" & watcher=$!; fi
+
 log "snakemake --profile slurm --profile $LAYER $run_targets  (limit ${LIMIT_S}s; load $(cut -d' ' -f1-3 /proc/loadavg))"
 t0=$(date +%s)
 set +e
 timeout -s KILL "$LIMIT_S" "$SNAKEMAKE" --profile slurm --profile "$LAYER" $run_targets > snakemake.out 2>&1
 rc=$?
 set -e
+[ -n "$watcher" ] && kill "$watcher" 2>/dev/null || true
 tail -n 25 snakemake.out
 if [ "$rc" != 0 ]; then
   [ "$rc" = 137 ] && log "FAIL: Snakemake killed after ${LIMIT_S}s"
@@ -126,7 +150,7 @@ if [ "$MODE" = rehearsal ]; then
 fi
 
 # Evidence that the jobs went through sbatch, from files only.
-MODE="$MODE" LAYER="$LAYER" "$PY" - "$RULES" $TARGETS <<'EOF'
+MODE="$MODE" LAYER="$LAYER" CANCEL_RULE="$CANCEL_RULE" "$PY" - "$RULES" $TARGETS <<'EOF'
 import json
 import os
 import re
@@ -136,19 +160,33 @@ from pathlib import Path
 rules_expected = sys.argv[1].split()
 targets = [t for t in sys.argv[2:] if "/" in t]
 out = Path("snakemake.out").read_text()
-ids = re.findall(r"submitted with SLURM jobid (\d+) \(log: ([^)]+)\)", out)
-assert ids, "no job was submitted to SLURM"
-ran = {}
-for job_id, log_path in ids:
-    log = Path(log_path)
-    assert log.is_file() and log.stem == job_id, f"job {job_id}: no SLURM log at {log}"
-    assert ".snakemake/slurm_logs/rule_" in log_path, log_path
-    text = log.read_text()
-    m = re.search(r"Finished jobid: \d+ \(Rule: (\w+)\)", text)
-    assert m, f"job {job_id}: its log does not show the rule finishing inside the job:\n{text[-2000:]}"
-    rule = log_path.split("rule_", 1)[1].split("/", 1)[0]
-    assert m.group(1) == rule, (job_id, rule, m.group(1))
-    ran.setdefault(rule, []).append(job_id)
+subs = re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: ([^)]+)\)", out)
+assert subs, "no job was submitted to SLURM"
+cancelled = set(Path("cancelled.txt").read_text().split()) if Path("cancelled.txt").exists() else set()
+attempts = {}  # Snakemake job -> its SLURM jobs in order (a retry is submitted again under the same number)
+for sm_job, job_id, log_path in subs:
+    attempts.setdefault(sm_job, []).append((job_id, log_path))
+ran, retried = {}, {}
+for sm_job, tries in attempts.items():
+    for i, (job_id, log_path) in enumerate(tries):
+        log = Path(log_path)
+        assert ".snakemake/slurm_logs/rule_" in log_path, log_path
+        rule = log_path.split("rule_", 1)[1].split("/", 1)[0]
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        m = re.search(r"Finished jobid: \d+ \(Rule: (\w+)\)", text)
+        if i < len(tries) - 1:  # an attempt that failed or was cancelled, then retried
+            assert not m, f"job {job_id} ({rule}) finished but was submitted again"
+            retried.setdefault(rule, []).append(job_id)
+            continue
+        assert log.is_file() and log.stem == job_id, f"job {job_id}: no SLURM log at {log}"
+        assert m, f"job {job_id}: its log does not show the rule finishing inside the job:\n{text[-2000:]}"
+        assert m.group(1) == rule, (job_id, rule, m.group(1))
+        ran.setdefault(rule, []).append(job_id)
+ids = subs
+if os.environ["CANCEL_RULE"]:  # the job cancelled on purpose was submitted again and finished
+    rule = os.environ["CANCEL_RULE"]
+    assert cancelled, f"no {rule} job was cancelled: the retry path did not run"
+    assert cancelled <= set(retried.get(rule, [])) and rule in ran, (cancelled, retried, sorted(ran))
 missing = [r for r in rules_expected if r not in ran]
 assert not missing, f"rules that did not run as SLURM jobs: {missing} (ran: {sorted(ran)})"
 for t in targets:
@@ -165,6 +203,9 @@ if os.environ["MODE"] == "rehearsal" or (os.environ["LAYER"].rstrip("/").endswit
     assert {w["node_id"] for w in workers} == {t["node_id"] for t in ray["tasks"]}, ray
     print(f"[ci_slurm] OK: skeleton_rl_train = SLURM job {ray['job_id']}, {ray['ray_nodes']} tasks as Ray nodes, "
           f"training ranks {[w['rank'] for w in workers]} on {ray['training_nodes']} of them")
+if retried:
+    print("[ci_slurm] OK: retried to the end: " + ", ".join(f"{r} (SLURM jobs {v} failed or were cancelled)"
+                                                         for r, v in sorted(retried.items())))
 print(f"[ci_slurm] OK: {len(ids)} SLURM jobs, " +
       ", ".join(f"{r} x{len(v)}" for r, v in sorted(ran.items())))
 EOF

@@ -218,6 +218,12 @@ def sft_launch(
     return Launch("sft", run, "sft", overrides, prefix, _common_env(device))
 
 
+def cpu_multinode_overrides(nnodes: int, n_gpus_per_node: int) -> list[str]:
+    """CPU mode spread over ``nnodes`` Ray nodes (the one-host rehearsal, whose nodes announce the CPU-mode
+    resources): the trainer's topology instead of CPU mode's single node and single worker."""
+    return [f"trainer.nnodes={int(nnodes)}", f"trainer.n_gpus_per_node={int(n_gpus_per_node)}"]
+
+
 def grpo_launch(
     cfg: dict,
     section: dict,

@@ -395,7 +395,7 @@ def rehearsal_ray_cluster(cfg: Mapping, section: Mapping):
             raise ClusterError(f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
                                f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})")
         log.info("Ray rehearsal: %d nodes over SLURM job %s, tasks ran on %s", alloc.nnodes, alloc.job_id, tasks)
-        yield {**record, "env": {"RAY_ADDRESS": rc.address}}
+        yield {**record, "workers_per_node": n_gpus, "env": {"RAY_ADDRESS": rc.address}}
 
 
 def write_ray_rehearsal(run_dir: Path, record: dict) -> dict:
@@ -439,7 +439,10 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     with contextlib.ExitStack() as stack:
         rehearsal = stack.enter_context(rehearsal_ray_cluster(cfg, section))
         if rehearsal is not None:
+            from codegrpo.verl.launch import cpu_multinode_overrides
+
             env.update(rehearsal["env"])
+            extra_overrides += cpu_multinode_overrides(rehearsal["ray_nodes"], rehearsal["workers_per_node"])
         if not section.get("import"):
             if cfg["device"] != "cpu" and section.get("nnodes", 1) > 1:
                 from codegrpo.cluster import multinode_ray
