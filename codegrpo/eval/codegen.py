@@ -455,23 +455,6 @@ def _score_run(run: str, model_dir, benchmark: str, problems: Sequence[Problem],
     return result
 
 
-def run_generate(run: str, model_dir, benchmark: str, out_path, *, settings, backend: str = "auto",
-                 kodcode_heldout=None, limit=None, suites: Mapping | None = None) -> dict:
-    """One benchmark's samples only (rule eval_codegen_samples): :func:`run_model_benchmarks`."""
-    return run_model_benchmarks(run, model_dir, {}, {benchmark: out_path}, settings=settings, backend=backend,
-                                kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)[benchmark]
-
-
-def run_model(run: str, model_dir, benchmark: str, out_path, *, settings, backend: str = "auto",
-              samples_path=None, **kw) -> dict:
-    """One benchmark (rules eval_codegen, eval_codegen_bcb): sampled and scored, or scored from ``samples_path``."""
-    if samples_path is not None:
-        return score_samples_files(run, model_dir, {benchmark: samples_path}, {benchmark: out_path},
-                                   settings=settings, **kw)[benchmark]
-    return run_model_benchmarks(run, model_dir, {benchmark: out_path}, settings=settings, backend=backend,
-                                **kw)[benchmark]
-
-
 BASELINE_VARIANTS = ("binary", "pass_rate", "static_dense")
 
 
