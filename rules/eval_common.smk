@@ -101,17 +101,45 @@ def reference_benchmarks():
     ]
 
 
-def codegen_data(wildcards):
+def benchmark_data_files(benchmark):
     """Local data files of a benchmark (rerun when they change); URLs and hub ids are fetched by the job."""
-    if wildcards.benchmark == "kodcode_heldout":
+    if benchmark == "kodcode_heldout":
         return {"data": res("data", "kodcode", "heldout.parquet")}
-    section = EVAL_GEN.get(wildcards.benchmark) or {}
+    section = EVAL_GEN.get(benchmark) or {}
     out = {}
     for key in ("source", "solutions"):
         path = section.get(key)
         if path and os.path.exists(path):
             out[f"suite_{key}"] = path
     return out
+
+
+def codegen_data(wildcards):
+    """Input of a job of one benchmark (wildcard {benchmark}): its local data files."""
+    return benchmark_data_files(wildcards.benchmark)
+
+
+def codegen_run_data(benchmarks):
+    """Input of a job of several benchmarks: their local data files, as <benchmark>_<key> (the held-out KodCode
+    parquet: kodcode_heldout_data)."""
+    return {
+        f"{b}_{key}": path
+        for b in benchmarks
+        for key, path in benchmark_data_files(b).items()
+    }
+
+
+def codegen_result_files(run, benchmarks):
+    """A run's result JSON per benchmark, keyed by benchmark (output names of eval_codegen / eval_codegen_bcb)."""
+    return {b: res("eval", run, f"{b}.json") for b in benchmarks}
+
+
+def codegen_samples_files(run):
+    """A run's BigCodeBench samples JSON per benchmark, keyed <benchmark>_samples: written by eval_codegen, scored
+    by eval_codegen_bcb."""
+    return {
+        f"{b}_samples": res("eval", run, f"{b}.samples.json") for b in BCB_BENCHMARKS
+    }
 
 
 TABLES = config["tables"]

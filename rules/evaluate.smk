@@ -1,6 +1,8 @@
 # Stage: evaluate. SK2Decompile re-executability on HumanEval-Decompile and MBPP-Decompile (gold / decompiler
 # rows and the configured two-phase model systems), identifier quality with the configured embedding model
-# (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on the held-out KodCode slice and HumanEval. One JSON per system and benchmark: results/eval/<system>/<benchmark>.json.
+# (BringUpBench shipped outputs, our outputs), and DHRCL pass@k on the held-out KodCode slice, HumanEval and the
+# paper's suites (one model-loading job per DHRCL run for all its benchmarks). One JSON per system and benchmark:
+# results/eval/<system>/<benchmark>.json.
 # Target rule: `evaluate`. Library code: codegrpo/eval/ (docs/evaluation.md).
 
 
@@ -152,109 +154,91 @@ rule eval_codegen_reference_bcb:
         "../workflow_scripts/eval_codegen_reference.py"
 
 
-rule eval_codegen:
-    input:
-        unpack(lambda wc: {"model": run_model_dir(wc.run), **codegen_data(wc)}),
-    output:
-        res("eval", "{run}", "{benchmark}.json"),
-    log:
-        logpath("eval_codegen", "{run}.{benchmark}.log"),
-    wildcard_constraints:
-        run=eval_alternatives(EVAL_GEN_RUNS),
-        benchmark=eval_alternatives(OTHER_BENCHMARKS),
-    conda:
-        "../envs/train.yaml"
-    threads: EVAL["workers"]
-    resources:
-        **stage_resources("evaluate"),
-    params:
-        limit=EVAL_GEN["limit"],
-        n_samples=EVAL_GEN["n_samples"],
-        ks=EVAL_GEN["ks"],
-        temperature=EVAL_GEN["temperature"],
-        top_p=EVAL_GEN["top_p"],
-        max_new_tokens=EVAL_GEN["max_new_tokens"],
-        backend=EVAL["backend"],
-        use_chat_template=EVAL["use_chat_template"],
-        batch_size=EVAL["batch_size"],
-        max_prompt_tokens=EVAL["max_prompt_tokens"],
-        vllm=EVAL["vllm"],
-        timeout_s=EVAL["timeout_s"],
-        sandbox=EVAL_SANDBOX,
-        seed=config["seed"],
-        suites=EVAL_GEN,
-    script:
-        "../workflow_scripts/eval_codegen.py"
+# A DHRCL run's model on every code-generation benchmark in one job (training environment, GPU): one model load,
+# one vLLM engine, which samples all benchmarks and is shut down before the sandboxes score. BigCodeBench is only
+# sampled here (temporary <benchmark>.samples.json) ...
+if EVAL_GEN["benchmarks"]:
+
+    rule eval_codegen:
+        input:
+            unpack(
+                lambda wc: {
+                    "model": run_model_dir(wc.run),
+                    **codegen_run_data(EVAL_GEN["benchmarks"]),
+                }
+            ),
+        output:
+            **codegen_result_files("{run}", OTHER_BENCHMARKS),
+            **{k: temp(f) for k, f in codegen_samples_files("{run}").items()},
+        log:
+            logpath("eval_codegen", "{run}.log"),
+        wildcard_constraints:
+            run=eval_alternatives(EVAL_GEN_RUNS),
+        conda:
+            "../envs/train.yaml"
+        threads: EVAL["workers"]
+        resources:
+            **stage_resources("evaluate"),
+        params:
+            scored=OTHER_BENCHMARKS,
+            sampled=BCB_BENCHMARKS,
+            limit=EVAL_GEN["limit"],
+            n_samples=EVAL_GEN["n_samples"],
+            ks=EVAL_GEN["ks"],
+            temperature=EVAL_GEN["temperature"],
+            top_p=EVAL_GEN["top_p"],
+            max_new_tokens=EVAL_GEN["max_new_tokens"],
+            backend=EVAL["backend"],
+            use_chat_template=EVAL["use_chat_template"],
+            batch_size=EVAL["batch_size"],
+            max_prompt_tokens=EVAL["max_prompt_tokens"],
+            vllm=EVAL["vllm"],
+            timeout_s=EVAL["timeout_s"],
+            sandbox=EVAL_SANDBOX,
+            seed=config["seed"],
+            suites=EVAL_GEN,
+        script:
+            "../workflow_scripts/eval_codegen.py"
 
 
-# BigCodeBench: the model samples in the training environment (GPU) ...
-rule eval_codegen_samples:
-    input:
-        unpack(lambda wc: {"model": run_model_dir(wc.run), **codegen_data(wc)}),
-    output:
-        temp(res("eval", "{run}", "{benchmark}.samples.json")),
-    log:
-        logpath("eval_codegen_samples", "{run}.{benchmark}.log"),
-    wildcard_constraints:
-        run=eval_alternatives(EVAL_GEN_RUNS),
-        benchmark=eval_alternatives(BCB_BENCHMARKS),
-    conda:
-        "../envs/train.yaml"
-    threads: 1
-    resources:
-        **stage_resources("evaluate"),
-    params:
-        limit=EVAL_GEN["limit"],
-        n_samples=EVAL_GEN["n_samples"],
-        temperature=EVAL_GEN["temperature"],
-        top_p=EVAL_GEN["top_p"],
-        max_new_tokens=EVAL_GEN["max_new_tokens"],
-        backend=EVAL["backend"],
-        use_chat_template=EVAL["use_chat_template"],
-        batch_size=EVAL["batch_size"],
-        max_prompt_tokens=EVAL["max_prompt_tokens"],
-        vllm=EVAL["vllm"],
-        seed=config["seed"],
-        suites=EVAL_GEN,
-    script:
-        "../workflow_scripts/eval_codegen_samples.py"
+# ... and the run's BigCodeBench samples are scored with the benchmark's libraries (envs/bigcodebench.yaml), without
+# a GPU, one job per run.
+if BCB_BENCHMARKS:
 
-
-# ... and its samples are scored with the benchmark's libraries (envs/bigcodebench.yaml), without a GPU.
-rule eval_codegen_bcb:
-    input:
-        unpack(
-            lambda wc: {
-                "model": run_model_dir(wc.run),
-                "samples": res("eval", wc.run, f"{wc.benchmark}.samples.json"),
-                **codegen_data(wc),
-            }
-        ),
-    output:
-        res("eval", "{run}", "{benchmark}.json"),
-    log:
-        logpath("eval_codegen_bcb", "{run}.{benchmark}.log"),
-    wildcard_constraints:
-        run=eval_alternatives(EVAL_GEN_RUNS),
-        benchmark=eval_alternatives(BCB_BENCHMARKS),
-    conda:
-        "../envs/bigcodebench.yaml"
-    threads: EVAL["workers"]
-    resources:
-        **eval_cpu_resources(),
-    params:
-        limit=EVAL_GEN["limit"],
-        n_samples=EVAL_GEN["n_samples"],
-        ks=EVAL_GEN["ks"],
-        temperature=EVAL_GEN["temperature"],
-        top_p=EVAL_GEN["top_p"],
-        max_new_tokens=EVAL_GEN["max_new_tokens"],
-        timeout_s=EVAL["timeout_s"],
-        sandbox=EVAL_SANDBOX,
-        seed=config["seed"],
-        suites=EVAL_GEN,
-    script:
-        "../workflow_scripts/eval_codegen_bcb.py"
+    rule eval_codegen_bcb:
+        input:
+            unpack(
+                lambda wc: {
+                    "model": run_model_dir(wc.run),
+                    **codegen_samples_files(wc.run),
+                    **codegen_run_data(BCB_BENCHMARKS),
+                }
+            ),
+        output:
+            **codegen_result_files("{run}", BCB_BENCHMARKS),
+        log:
+            logpath("eval_codegen_bcb", "{run}.log"),
+        wildcard_constraints:
+            run=eval_alternatives(EVAL_GEN_RUNS),
+        conda:
+            "../envs/bigcodebench.yaml"
+        threads: EVAL["workers"]
+        resources:
+            **eval_cpu_resources(),
+        params:
+            benchmarks=BCB_BENCHMARKS,
+            limit=EVAL_GEN["limit"],
+            n_samples=EVAL_GEN["n_samples"],
+            ks=EVAL_GEN["ks"],
+            temperature=EVAL_GEN["temperature"],
+            top_p=EVAL_GEN["top_p"],
+            max_new_tokens=EVAL_GEN["max_new_tokens"],
+            timeout_s=EVAL["timeout_s"],
+            sandbox=EVAL_SANDBOX,
+            seed=config["seed"],
+            suites=EVAL_GEN,
+        script:
+            "../workflow_scripts/eval_codegen_bcb.py"
 
 
 EVAL_TARGETS = register_targets("evaluate", eval_targets())

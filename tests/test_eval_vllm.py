@@ -146,16 +146,39 @@ def test_overlap_is_detected_by_the_fake(fake_vllm, tiny):
     a.close()
 
 
-def test_codegen_closes_its_engine(fake_vllm, tiny, tmp_path):
+def test_codegen_run_uses_one_engine_closed_before_scoring(fake_vllm, tiny, local, tmp_path, monkeypatch):
+    """A run's evaluation (rule eval_codegen): one engine samples every benchmark, scored and BigCodeBench alike,
+    and is torn down before the first sandbox scores."""
     from codegrpo.eval import codegen
 
+    real_sandbox = codegen.make_sandbox
+    alive_at_scoring = []
+
+    def make_sandbox(*args, **kwargs):
+        alive_at_scoring.append((len(fake_vllm.EVENTS), list(fake_vllm.ALIVE)))
+        return real_sandbox(*args, **kwargs)
+
+    monkeypatch.setattr(codegen, "make_sandbox", make_sandbox)
+    suites = local["evaluate"]["codegen"]
     settings = GenerationSettings(max_new_tokens=8, max_prompt_tokens=128, n=2, temperature=0.8)
-    codegen.run_model("fake", tiny, "humaneval", tmp_path / "he.json", settings=settings, backend="vllm", limit=2,
-                      ks=(1,), workers=2)
+    results = {b: tmp_path / f"{b}.json" for b in ("humaneval", "livecodebench")}
+    samples = {"bigcodebench_hard": tmp_path / "bigcodebench_hard.samples.json"}
+    codegen.run_model_benchmarks("fake", tiny, results, samples, settings=settings, backend="vllm", limit=2,
+                                 ks=(1,), workers=2, suites=suites)
     kinds = [e[0] for e in fake_vllm.EVENTS]
-    assert kinds[0] == "engine" and "destroy" in kinds and fake_vllm.ALIVE == []
-    gen_events = [e for e in fake_vllm.EVENTS if e[0] == "generate"]
-    assert all(e[3]["n"] == 2 and e[3]["temperature"] == 0.8 for e in gen_events)
+    assert kinds == ["engine", "generate", "generate", "generate", "destroy", "destroy_dist"]
+    assert fake_vllm.OVERLAPS == [] and fake_vllm.ALIVE == []
+    # one generate call per benchmark, each with all of that benchmark's problems, at the configured sampling
+    sizes = [len(e[2]) for e in fake_vllm.EVENTS if e[0] == "generate"]
+    assert sizes == [len(codegen.load_benchmark(b, limit=2, suites=suites)) for b in [*results, *samples]]
+    assert all(e[3]["n"] == 2 and e[3]["temperature"] == 0.8 for e in fake_vllm.EVENTS if e[0] == "generate")
+    # both scored benchmarks were scored, each after the teardown (every event already recorded, no engine alive)
+    assert alive_at_scoring == [(len(fake_vllm.EVENTS), [])] * 2
+    for b, path in results.items():
+        saved = json.loads(path.read_text())
+        assert saved["backend"] == "vllm" and saved["n_samples_per_problem"] == [2]
+    saved = json.loads(samples["bigcodebench_hard"].read_text())
+    assert saved["backend"] == "vllm" and all(len(v) == 2 for v in saved["samples"].values())
 
 
 def test_generation_settings_from_rule_params():

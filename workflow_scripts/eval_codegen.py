@@ -1,4 +1,6 @@
-"""Snakemake script of rule eval_codegen: sample a DHRCL run's model on one benchmark and score pass@k."""
+"""Snakemake script of rule eval_codegen: one DHRCL run's model on every code-generation benchmark, with one model
+load. Benchmarks in ``params.scored`` are sampled and scored here; those in ``params.sampled`` (BigCodeBench) are
+only sampled, into the temporary samples files that rule eval_codegen_bcb scores."""
 
 import logging
 import os
@@ -7,22 +9,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from codegrpo.io import log_to  # noqa: E402
-from codegrpo.eval.codegen import run_model  # noqa: E402
+from codegrpo.eval.codegen import run_model_benchmarks  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
 try:
-    settings = GenerationSettings.from_params(p)
-    run_model(
+    run_model_benchmarks(
         sm.wildcards.run,
         sm.input.model,
-        sm.wildcards.benchmark,
-        sm.output[0],
-        settings=settings,
+        {b: sm.output[b] for b in p.scored},
+        {b: sm.output[f"{b}_samples"] for b in p.sampled},
+        settings=GenerationSettings.from_params(p),
         backend=p.backend,
-        kodcode_heldout=sm.input.get("data"),
+        kodcode_heldout=sm.input.get("kodcode_heldout_data"),
         limit=p.limit,
         ks=p.ks,
         workers=sm.threads,

@@ -1,11 +1,11 @@
-"""Snakemake script of rule eval_codegen_bcb: score a run's BigCodeBench samples (from eval_codegen_samples) in
-the sandbox with the benchmark's libraries."""
+"""Snakemake script of rule eval_codegen_bcb: score a run's BigCodeBench samples (written by eval_codegen) in the
+sandbox with the benchmark's libraries, one result per benchmark."""
 
 import logging
 from types import SimpleNamespace
 
 from codegrpo.io import log_to
-from codegrpo.eval.codegen import run_model
+from codegrpo.eval.codegen import score_samples_files
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
@@ -13,11 +13,11 @@ p = sm.params
 try:
     settings = SimpleNamespace(n=p.n_samples, temperature=p.temperature, top_p=p.top_p,
                                max_new_tokens=p.max_new_tokens)
-    run_model(
+    score_samples_files(
         sm.wildcards.run,
         sm.input.model,
-        sm.wildcards.benchmark,
-        sm.output[0],
+        {b: sm.input[f"{b}_samples"] for b in p.benchmarks},
+        {b: sm.output[b] for b in p.benchmarks},
         settings=settings,
         limit=p.limit,
         ks=p.ks,
@@ -26,7 +26,6 @@ try:
         sandbox_limits=p.sandbox,
         cfg=dict(p.items()),
         suites=p.suites,
-        samples_path=sm.input.samples,
     )
 except Exception:
     logging.exception("eval_codegen_bcb failed")

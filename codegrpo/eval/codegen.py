@@ -14,6 +14,10 @@ Metrics per benchmark, over all samples (n per problem):
 
 The program of a completion is :func:`codegrpo.contracts.extract_code`, the function the DHRCL reward uses in
 training (docs/dhrcl.md).
+
+A run's model is evaluated on all its benchmarks in one job (:func:`run_model_benchmarks`): one model load (one
+vLLM engine) samples every benchmark and is closed before the sandboxes score; BigCodeBench's samples are written
+to a file and scored in the benchmark's own environment (:func:`score_samples_files`).
 """
 
 from __future__ import annotations
@@ -279,13 +283,13 @@ def reference_samples(problems: Sequence[Problem]) -> dict[str, list[str]]:
     return {p.problem_id: [p.reference] for p in problems}
 
 
-def generate_samples(generator, problems: Sequence[Problem]) -> dict[str, list[str]]:
-    outs = generator.generate([p.prompt for p in problems], desc="codegen")
+def generate_samples(generator, problems: Sequence[Problem], desc: str = "codegen") -> dict[str, list[str]]:
+    outs = generator.generate([p.prompt for p in problems], desc=desc)
     return {p.problem_id: list(o) for p, o in zip(problems, outs)}
 
 
 # --------------------------------------------------------------------------------------------------------
-# Stage entry points: each writes one result JSON (atomically) with its provenance
+# Stage entry points: each writes its result JSONs (atomically) with their provenance
 
 
 def load_benchmark(benchmark: str, *, kodcode_heldout: str | os.PathLike | None = None,
@@ -338,56 +342,102 @@ def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldou
     return result
 
 
-def run_generate(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: str | os.PathLike, *,
-                 settings, backend: str = "auto", kodcode_heldout=None, limit=None,
-                 suites: Mapping | None = None) -> dict:
-    """Sample ``settings.n`` completions per problem and write them (JSON: problem id -> completions), for a
-    benchmark scored in another job environment (BigCodeBench: envs/bigcodebench.yaml)."""
+def sampling_settings(settings) -> dict:
+    """The sampling a result or samples file states."""
+    return {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
+            "max_new_tokens": settings.max_new_tokens}
+
+
+def run_model_benchmarks(run: str, model_dir: str | os.PathLike, results: Mapping[str, str | os.PathLike],
+                         samples: Mapping[str, str | os.PathLike] | None = None, *, settings,
+                         backend: str = "auto", kodcode_heldout=None, limit=None, ks: Sequence[int] = (1,),
+                         workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
+                         label: str | None = None, reconstructed: bool = True, cfg: Mapping | None = None,
+                         suites: Mapping | None = None) -> dict[str, dict]:
+    """Evaluate a run's model on several benchmarks with one model load (one vLLM engine).
+
+    ``results``: benchmark -> result JSON, sampled and scored here. ``samples``: benchmark -> samples JSON (problem
+    id -> ``settings.n`` completions, with the run, model, backend and sampling), only sampled here and scored by
+    :func:`score_samples_files` in another job environment (BigCodeBench: envs/bigcodebench.yaml).
+
+    Every benchmark's problems are loaded first, then one generator samples all of them and is closed (the
+    engine's GPU memory released) before the first sandbox scores anything. A result's ``seconds`` is its
+    benchmark's generation plus scoring time (the model load is in the log). Returns benchmark -> what was
+    written.
+    """
     from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
 
+    samples = dict(samples or {})
+    both = sorted(set(results) & set(samples))
+    if both:
+        raise ValueError(f"{both}: a benchmark is either scored in this job or only sampled, not both")
+    benchmarks = [*results, *samples]
+    if not benchmarks:
+        raise ValueError(f"{run}: no benchmark to evaluate")
+    problems = {b: load_benchmark(b, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
+                for b in benchmarks}
     t0 = time.time()
-    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
     gen = make_generator(model_dir, settings, backend)
+    log.info("%s: %s model loaded in %.1f s; sampling %s", run, gen.backend, time.time() - t0, ", ".join(benchmarks))
+    generated, seconds = {}, {}
     try:
-        samples = generate_samples(gen, problems)
+        for b in benchmarks:
+            t0 = time.time()
+            generated[b] = generate_samples(gen, problems[b], desc=b)
+            seconds[b] = time.time() - t0
     finally:
-        gen.close()
-    out = {"run": run, "benchmark": benchmark, "model": str(model_dir), "backend": gen.backend,
-           "sampling": {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
-                        "max_new_tokens": settings.max_new_tokens},
-           "seconds": round(time.time() - t0, 1), "samples": samples}
-    write_json(out_path, out)
+        gen.close()  # the engine's GPU memory is free before scoring (and for a next model in this process)
+    out = {}
+    for b, path in samples.items():
+        out[b] = {"run": run, "benchmark": b, "model": str(model_dir), "backend": gen.backend,
+                  "sampling": sampling_settings(settings), "seconds": round(seconds[b], 1), "samples": generated[b]}
+        write_json(path, out[b])
+    for b, path in results.items():
+        out[b] = _score_run(run, model_dir, b, problems[b], generated[b], path, backend=gen.backend,
+                            seconds=seconds[b], settings=settings, kodcode_heldout=kodcode_heldout, ks=ks,
+                            workers=workers, timeout=timeout, sandbox_limits=sandbox_limits, label=label,
+                            reconstructed=reconstructed, cfg=cfg, suites=suites)
     return out
 
 
-def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: str | os.PathLike, *, settings,
-              backend: str = "auto", kodcode_heldout=None, limit=None, ks: Sequence[int] = (1,),
-              workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
-              label: str | None = None, reconstructed: bool = True, cfg: Mapping | None = None,
-              suites: Mapping | None = None, samples_path: str | os.PathLike | None = None) -> dict:
-    """Sample ``settings.n`` completions per problem from the model (or read them from ``samples_path``, written
-    by :func:`run_generate`) and score them."""
+def score_samples_files(run: str, model_dir: str | os.PathLike, samples: Mapping[str, str | os.PathLike],
+                        results: Mapping[str, str | os.PathLike], *, settings, kodcode_heldout=None, limit=None,
+                        ks: Sequence[int] = (1,), workers: int = 1, timeout: float = 10.0,
+                        sandbox_limits: Mapping | None = None, label: str | None = None, reconstructed: bool = True,
+                        cfg: Mapping | None = None, suites: Mapping | None = None) -> dict[str, dict]:
+    """Score samples files written by :func:`run_model_benchmarks` (benchmark -> samples JSON) into result files
+    (benchmark -> result JSON, the same benchmarks). A result's ``seconds`` is the generation time its samples file
+    states plus the scoring time."""
     import json
 
+    if set(samples) != set(results):
+        raise ValueError(f"samples for {sorted(samples)} but results for {sorted(results)}")
+    out = {}
+    for b, path in results.items():
+        with open(samples[b], encoding="utf-8") as fh:
+            generated = json.load(fh)
+        if generated.get("benchmark", b) != b:
+            raise ValueError(f"{samples[b]}: samples of {generated['benchmark']!r}, expected {b!r}")
+        problems = load_benchmark(b, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
+        out[b] = _score_run(run, model_dir, b, problems, generated["samples"], path, backend=generated["backend"],
+                            seconds=generated.get("seconds", 0.0), settings=settings,
+                            kodcode_heldout=kodcode_heldout, ks=ks, workers=workers, timeout=timeout,
+                            sandbox_limits=sandbox_limits, label=label, reconstructed=reconstructed, cfg=cfg,
+                            suites=suites)
+    return out
+
+
+def _score_run(run: str, model_dir, benchmark: str, problems: Sequence[Problem], samples: Mapping[str, Sequence[str]],
+               out_path, *, backend: str, seconds: float, settings, kodcode_heldout, ks: Sequence[int], workers: int,
+               timeout: float, sandbox_limits: Mapping | None, label: str | None, reconstructed: bool,
+               cfg: Mapping | None, suites: Mapping | None) -> dict:
+    """Score one benchmark's samples of a run's model and write its result JSON (records keep the completions)."""
     from codegrpo.eval import provenance, training_runs
-    from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
 
     t0 = time.time()
-    problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
     ks = [k for k in ks if k <= settings.n] or [1]
-    if samples_path is not None:
-        with open(samples_path, encoding="utf-8") as fh:
-            generated = json.load(fh)
-        samples, backend_used = generated["samples"], generated.get("backend", backend)
-    else:
-        gen = make_generator(model_dir, settings, backend)
-        try:
-            samples = generate_samples(gen, problems)
-        finally:
-            gen.close()  # the engine's GPU memory is free before scoring (and for a next model in this process)
-        backend_used = gen.backend
     res = evaluate_samples(benchmark, problems, samples, ks=ks, workers=workers, timeout=timeout,
                            sandbox_limits=sandbox_limits, suites=suites)
     by_key = {(p.problem_id, j): c for p in problems for j, c in enumerate(samples[p.problem_id])}
@@ -397,12 +447,10 @@ def run_model(run: str, model_dir: str | os.PathLike, benchmark: str, out_path: 
     result = {"kind": "codegen", "benchmark": benchmark, "system": run, "label": label or run,
               "variant": variant or run, "reconstructed": reconstructed, "setting": setting,
               **benchmark_data(benchmark, kodcode_heldout, suites),
-              "model": str(model_dir), "backend": backend_used,
-              "sampling": {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
-                           "max_new_tokens": settings.max_new_tokens},
+              "model": str(model_dir), "backend": backend, "sampling": sampling_settings(settings),
               "provenance": provenance(str(model_dir), dict(cfg or {}), training_runs=training_runs(model_dir)),
               **res,
-              "seconds": round(time.time() - t0, 1)}
+              "seconds": round(seconds + time.time() - t0, 1)}
     write_json(out_path, result)
     return result
 

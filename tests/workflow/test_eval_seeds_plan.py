@@ -1,5 +1,5 @@
-"""Snakemake plans of the evaluation and DHRCL seeds: one seed or all seeds, and MBPP-Decompile beside
-HumanEval-Decompile (dry runs only)."""
+"""Snakemake plans of the evaluation and DHRCL seeds: one seed or all seeds, one code-generation job per run, and
+MBPP-Decompile beside HumanEval-Decompile (dry runs only)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _plan(snakemake_bin, tmp_path, *targets, configfile="config.yaml", overlay=None):
+def _plan(snakemake_bin, tmp_path, *targets, configfile="config.yaml", overlay=None, benchmarks=None):
     cfg = yaml.safe_load((REPO / configfile).read_text())
     for key, val in (overlay or {}).items():
         cfg[key] = {**cfg.get(key, {}), **val} if isinstance(val, dict) else val
+    if benchmarks is not None:
+        cfg["evaluate"]["codegen"]["benchmarks"] = benchmarks
     cfg.update(results_dir=str(tmp_path / "results"), logs_dir=str(tmp_path / "logs"))
     path = tmp_path / "overlay.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -26,9 +28,13 @@ def _plan(snakemake_bin, tmp_path, *targets, configfile="config.yaml", overlay=N
     return r.stdout
 
 
-def _outputs(stdout: str, rule: str) -> list[str]:
-    """The outputs (comma-separated, as printed) of the planned jobs of ``rule``."""
-    return re.findall(rf"^(?:local)?rule {rule}:\n(?:    (?!output:).*\n)*?    output: (.*)$", stdout, re.M)
+def _outputs(stdout: str, rule: str, field: str = "output") -> list[str]:
+    """The outputs (or another field; comma-separated, as printed) of the planned jobs of ``rule``."""
+    return re.findall(rf"^(?:local)?rule {rule}:\n(?:    (?!{field}:).*\n)*?    {field}: (.*)$", stdout, re.M)
+
+
+def _files(line: str) -> set[str]:
+    return set(line.split(", "))
 
 
 def test_dhrcl_plans_one_seed_or_all(snakemake_bin, tmp_path):
@@ -39,15 +45,47 @@ def test_dhrcl_plans_one_seed_or_all(snakemake_bin, tmp_path):
     one = _outputs(_plan(snakemake_bin, tmp_path, "dhrcl_seed1", overlay=two), "dhrcl_train")
     assert sorted(o.split(",")[0] for o in one) == sorted(
         f"{tmp_path}/results/runs/dhrcl-{v}-seed1/done.json" for v in ("full", "baseline_pass_rate"))
-    # evaluation follows the seeds: each seed's run on each code-generation benchmark
+    # evaluation follows the seeds: one job per seed's run, for all its code-generation benchmarks
     evals = _outputs(_plan(snakemake_bin, tmp_path, "evaluate", overlay=two), "eval_codegen")
-    per_run: dict[str, set[str]] = {}
-    for o in evals:
-        run, bench = o.split(",")[0].split("/eval/")[1].split("/")
-        per_run.setdefault(run, set()).add(bench)
-    assert sorted(per_run) == sorted(f"dhrcl-{v}-seed{s}" for v in ("full", "baseline_pass_rate") for s in (0, 1))
-    assert len({frozenset(b) for b in per_run.values()}) == 1  # every seed's run on the same benchmarks
-    assert {"kodcode_heldout.json", "humaneval.json"} <= per_run["dhrcl-full-seed1"]
+    runs = [o.split(",")[0].split("/eval/")[1].split("/")[0] for o in evals]
+    assert sorted(runs) == sorted(f"dhrcl-{v}-seed{s}" for v in ("full", "baseline_pass_rate") for s in (0, 1))
+    benches = {frozenset(f.rsplit("/", 1)[1] for f in _files(o)) for o in evals}
+    assert len(benches) == 1  # every seed's run on the same benchmarks
+    assert {"kodcode_heldout.json", "humaneval.json"} <= next(iter(benches))
+
+
+BENCHMARK_LISTS = {
+    "mixed": ["kodcode_heldout", "humaneval", "bigcodebench_full", "bigcodebench_hard", "livecodebench"],
+    "no_bigcodebench": ["humaneval", "mbpp_plus"],
+    "only_bigcodebench": ["bigcodebench_hard"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BENCHMARK_LISTS))
+def test_one_codegen_job_per_run(snakemake_bin, tmp_path, kind):
+    """eval_codegen samples every benchmark of a run in one job (scoring all but BigCodeBench); eval_codegen_bcb
+    scores the run's BigCodeBench samples, and exists only with BigCodeBench configured."""
+    benchmarks = BENCHMARK_LISTS[kind]
+    bcb = [b for b in benchmarks if b.startswith("bigcodebench_")]
+    out = _plan(snakemake_bin, tmp_path, "evaluate", overlay={"dhrcl": {"seeds": [0, 1]}}, benchmarks=benchmarks)
+    runs = [f"dhrcl-{v}-seed{s}" for v in ("full", "baseline_pass_rate") for s in (0, 1)]
+    ev = f"{tmp_path}/results/eval"
+    gen = _outputs(out, "eval_codegen")
+    assert sorted(map(_files, gen), key=sorted) == sorted(
+        ({f"{ev}/{r}/{b}.samples.json" if b in bcb else f"{ev}/{r}/{b}.json" for b in benchmarks} for r in runs),
+        key=sorted)
+    assert sorted(_outputs(out, "eval_codegen", "log")) == sorted(f"{tmp_path}/logs/eval_codegen/{r}.log"
+                                                                   for r in runs)
+    scored = _outputs(out, "eval_codegen_bcb")
+    assert sorted(map(_files, scored), key=sorted) == sorted(
+        ({f"{ev}/{r}/{b}.json" for b in bcb} for r in runs if bcb), key=sorted)
+    for line in _outputs(out, "eval_codegen_bcb", "input"):
+        run = line.split(", ")[0].split("/runs/")[1].split("/")[0]
+        assert {f"{ev}/{run}/{b}.samples.json" for b in bcb} <= _files(line)
+    assert "rule eval_codegen_samples:" not in out
+    # the reference rows stay one job per benchmark, in the benchmark's environment
+    refs = _outputs(out, "eval_codegen_reference") + _outputs(out, "eval_codegen_reference_bcb")
+    assert sorted(refs) == sorted(f"{ev}/reference/{b}.json" for b in benchmarks)
 
 
 def test_paper_config_plans_three_seeds(snakemake_bin, tmp_path):
@@ -62,7 +100,11 @@ def test_paper_config_plans_three_seeds(snakemake_bin, tmp_path):
 @pytest.mark.parametrize("configfile", ["config.yaml", "config/paper.yaml"])
 def test_mbpp_decompile_is_planned_beside_humaneval(snakemake_bin, tmp_path, configfile):
     out = _plan(snakemake_bin, tmp_path, "evaluate", configfile=configfile)
-    cfg = yaml.safe_load((REPO / configfile).read_text())["evaluate"]["decompile"]
+    full = yaml.safe_load((REPO / configfile).read_text())
+    cfg = full["evaluate"]["decompile"]
+    # code generation: one GPU job per DHRCL run (every variant at every seed) and one BigCodeBench scoring job
+    n_runs = len(full["dhrcl"]["runs"]) * len(full["dhrcl"]["seeds"])
+    assert len(_outputs(out, "eval_codegen")) == len(_outputs(out, "eval_codegen_bcb")) == n_runs
     base = _outputs(out, "eval_decompile_baseline")
     assert sorted(o.rsplit("/", 2)[-2] for o in base if o.endswith("mbpp_decompile.json")) == sorted(
         cfg["mbpp"]["baselines"])
