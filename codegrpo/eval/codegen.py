@@ -455,7 +455,8 @@ def _score_run(run: str, model_dir, benchmark: str, problems: Sequence[Problem],
     return result
 
 
-BASELINE_VARIANTS = ("binary", "pass_rate", "static_dense")
+# rewards of the baselines (a variant whose definition uses one of them, e.g. baseline_binary, is a baseline)
+BASELINE_REWARDS = ("binary", "pass_rate", "static_dense")
 
 
 def describe_run(model_dir: str | os.PathLike) -> tuple[str | None, str]:
@@ -472,10 +473,11 @@ def describe_run(model_dir: str | os.PathLike) -> tuple[str | None, str]:
     if not meta.is_file():
         return None, "reconstructed"
     try:
-        variant = (json.loads(meta.read_text(encoding="utf-8")).get("settings", {}).get("extra") or {}).get("variant")
+        extra = json.loads(meta.read_text(encoding="utf-8")).get("settings", {}).get("extra") or {}
+        variant, reward = extra.get("variant"), (extra.get("variant_def") or {}).get("reward")
     except (OSError, ValueError, AttributeError):
         return None, "reconstructed"
-    if variant in BASELINE_VARIANTS:
+    if (reward or variant) in BASELINE_REWARDS:
         return variant, "baseline (same trainer)"
     if variant == "full":
         return variant, "reconstructed"
