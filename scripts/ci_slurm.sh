@@ -5,7 +5,8 @@
 #   bash scripts/ci_slurm.sh                 # root, Debian 12; after scripts/setup.sh
 #
 # * Cluster: reuses a running one (e.g. brought up by the caller for the `slurm` pytest tests);
-#   otherwise starts a one-node cluster with a fake GPU (scripts/local_slurm_up.sh: apt slurm-wlm + munge)
+#   otherwise starts a one-node cluster with a fake GPU and 4 CPUs announced (scripts/local_slurm_up.sh: apt
+#   slurm-wlm + munge; SLURM_CPUS overrides)
 #   and stops it again on exit (by pidfile, trap).
 # * Workflow: a copy of the working tree in a temporary folder (the checkout's results/ stay untouched),
 #   under `timeout -s KILL` so that a hung executor cannot stall CI.
@@ -61,7 +62,7 @@ if cluster_ready; then
   log "using the running Slurm cluster"
 else
   log "starting a one-node Slurm cluster (fake GPU)"
-  SLURM_FAKE_GPUS="${SLURM_FAKE_GPUS:-1}" bash scripts/local_slurm_up.sh up
+  SLURM_FAKE_GPUS="${SLURM_FAKE_GPUS:-1}" SLURM_CPUS="${SLURM_CPUS:-4}" bash scripts/local_slurm_up.sh up
   started=1
 fi
 cleanup() {
