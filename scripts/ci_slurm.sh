@@ -183,7 +183,6 @@ for sm_job, tries in attempts.items():
         assert m, f"job {job_id}: its log does not show the rule finishing inside the job:\n{text[-2000:]}"
         assert m.group(1) == rule, (job_id, rule, m.group(1))
         ran.setdefault(rule, []).append(job_id)
-ids = subs
 if os.environ["CANCEL_RULE"]:  # the job cancelled on purpose was submitted again and finished
     rule = os.environ["CANCEL_RULE"]
     assert cancelled, f"no {rule} job was cancelled: the retry path did not run"
@@ -207,6 +206,6 @@ if os.environ["MODE"] == "rehearsal" or (os.environ["LAYER"].rstrip("/").endswit
 if retried:
     print("[ci_slurm] OK: retried to the end: " + ", ".join(f"{r} (SLURM jobs {v} failed or were cancelled)"
                                                          for r, v in sorted(retried.items())))
-print(f"[ci_slurm] OK: {len(ids)} SLURM jobs, " +
+print(f"[ci_slurm] OK: {len(subs)} SLURM jobs, " +
       ", ".join(f"{r} x{len(v)}" for r, v in sorted(ran.items())))
 EOF
