@@ -206,6 +206,6 @@ if os.environ["MODE"] == "rehearsal" or (os.environ["LAYER"].rstrip("/").endswit
 if retried:
     print("[ci_slurm] OK: retried to the end: " + ", ".join(f"{r} (SLURM jobs {v} failed or were cancelled)"
                                                          for r, v in sorted(retried.items())))
-print(f"[ci_slurm] OK: {len(subs)} SLURM jobs, " +
+print(f"[ci_slurm] OK: {len(subs)} SLURM submissions, " +
       ", ".join(f"{r} x{len(v)}" for r, v in sorted(ran.items())))
 EOF
