@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import math
 import os
 import platform
 import socket
@@ -164,8 +163,9 @@ def check_embedding_server(section: Mapping[str, Any], log_path: str) -> dict:
     vecs = [d["embedding"] for d in sorted(data, key=lambda d: d["index"])]
     if len(vecs) != 2 or len(vecs[0]) != len(vecs[1]) or not vecs[0]:
         raise RuntimeError(f"expected 2 embeddings of one dimension, got {[len(v) for v in vecs]}")
-    norms = [math.sqrt(sum(x * x for x in v)) for v in vecs]
-    cos = sum(a * b for a, b in zip(*vecs)) / (norms[0] * norms[1])
+    from codegrpo.rewards.sk2d import cosine
+
+    cos = cosine(vecs[0], vecs[1])
     deadline = time.monotonic() + 10
     while (_alive(pid) or _port_open(base)) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -218,7 +218,12 @@ def _summary_or_none(x) -> str | None:
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine in pure Python floats (as the reference); 0.0 when a norm is 0."""
+    """Cosine in pure Python floats (as the reference); 0.0 when a norm is 0.
+
+    ``dot / (|a| |b|)`` can round a few ulps outside [-1, 1] (``|a| = sqrt(dot)`` for equal vectors, then the
+    division rounds up for some vectors), so the result is clamped to [-1, 1]: the one deviation from the
+    reference, at most a few ulps, which keeps ``cos²`` inside its documented range [0, 1] on every machine.
+    """
     a = [float(x) for x in a]
     b = [float(x) for x in b]
     dot = sum(x * y for x, y in zip(a, b))
@@ -226,7 +231,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     nb = math.sqrt(sum(y * y for y in b))
     if na == 0 or nb == 0:
         return 0.0
-    return dot / (na * nb)
+    return max(-1.0, min(1.0, dot / (na * nb)))
 
 
 def _identifier_result(cos: float | None) -> dict[str, float]:

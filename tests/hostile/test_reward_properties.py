@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from codegrpo.rewards import compute_score, compute_score_batch, registered
 from codegrpo.rewards.compile import CompileEngine
+from codegrpo.rewards.sk2d import identifier_summary
 
 pytestmark = pytest.mark.hostile
 
@@ -211,6 +212,54 @@ def test_identifier_reward_on_huge_and_nested_inputs(local_embedder):
     same = compute_score(IDENTIFIER, gt, gt, None, embedder=local_embedder)
     _check_identifier(same)
     assert same["score"] == pytest.approx(1.0) and same["embedded"] == 1.0
+
+
+# Vectors whose plain-float cosine with themselves rounds above 1 (dot / (sqrt(dot) * sqrt(dot)) ==
+# 1.0000000000000002), and with their negation below -1: found by search over random vectors, checked below
+# before use, so the range guarantee is tested on every machine whatever the embedding model computes there.
+ROUNDING_VECTORS = [
+    [0.4814908084566729, -0.3951159044078323],
+    [-0.7564122172490568, 0.29039392281301035],
+    [-0.4549075628550667, -0.966883150954094, 0.2297433135434035, 0.42381331471950956],
+]
+
+
+class _FixedVectors:
+    """An embedding backend of the Embedder's interface that answers with given vectors, in request order."""
+
+    def __init__(self, vectors):
+        self._queue = list(vectors)
+        self.requests = 0
+
+    def embed(self, texts):
+        self.requests += 1
+        return [self._queue.pop(0) for _ in texts]
+
+
+@pytest.mark.parametrize("vec", ROUNDING_VECTORS)
+def test_identifier_reward_stays_in_range_when_the_cosine_rounds_outside(vec):
+    from codegrpo.rewards import embedding as E
+    from codegrpo.rewards.sk2d import cosine
+
+    dot = sum(x * x for x in vec)
+    assert dot / (math.sqrt(dot) * math.sqrt(dot)) > 1.0, "the vector no longer rounds above 1 on this machine"
+    assert cosine(vec, vec) == 1.0
+    neg = [-x for x in vec]
+    assert cosine(vec, neg) == -1.0
+
+    settings = E.settings_from_env({"backend": "local"}, environ={})
+    a, b = "int func1(int var1) { return var1; }", "long func2(long var2) { return var2 + 1; }"
+    # identical candidate and reference: one summary, one vector
+    same = compute_score(IDENTIFIER, a, a, None, embedder=E.Embedder(_FixedVectors([vec]), settings))
+    _check_identifier(same)
+    assert same == {"score": 1.0, "cosine": 1.0, "embedded": 1.0}
+    # two summaries (sorted before the request) whose vectors are opposite: cos == -1, cos² == 1
+    texts = sorted(identifier_summary(x) for x in (a, b))
+    vecs = {texts[0]: vec, texts[1]: neg}
+    opposite = compute_score(IDENTIFIER, a, b, None,
+                             embedder=E.Embedder(_FixedVectors([vecs[t] for t in texts]), settings))
+    _check_identifier(opposite)
+    assert opposite == {"score": 1.0, "cosine": -1.0, "embedded": 1.0}
 
 
 # ----------------------------------------------------------------------------------------------- kodcode
