@@ -9,11 +9,14 @@ where it is looked up); the generation tests need it.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from codegrpo.data.generate import OUTPUTS, body_key, eval_keys, generate, load_rows, write_outputs
+from codegrpo.data.generate import (
+    OUTPUTS, body_key, eval_keys, generate, generate_from_config, load_rows, write_outputs,
+)
 from codegrpo.data.headers import PsycheC, gcc_syntax_check
 from codegrpo.data.ingest import unwrap_prompt
 from codegrpo.data.obfuscate import (
@@ -284,3 +287,44 @@ def test_load_rows_by_hub_id_layout(tmp_path):
     rows, name = load_rows({"hub_id": str(repo), "split": "train", "cache_dir": str(tmp_path / "c"), "limit": 3})
     assert name == str(repo) and len(rows) == 3 and set(rows[0]) == {"instruction", "output"}
     assert any((tmp_path / "c").iterdir())  # the configured cache folder is used
+
+
+def _gen_cfg(sample, psychec_bin):
+    return {"source": {"path": str(sample)}, "fields": {"pseudo": "instruction", "source": "output"},
+            "decontaminate": [], "psychec_timeout": 0.5, "psychec_bin": str(psychec_bin), "val_fraction": 0.25,
+            "dedup": "ir"}
+
+
+_NORMALIZE = {"clang_format": None, "clang_format_timeout": 30.0, "clang_format_style": "Google"}
+_HEADERS = {"gcc": "gcc", "gcc_timeout": 60.0, "psychecgen": None, "psychecsolver": None}
+
+
+def test_generation_without_psychec_refuses_to_start(tmp_path, monkeypatch):
+    """No Psyche-C anywhere: generate_from_config fails naming the key and the build command, writes nothing."""
+    from codegrpo.data import headers as H
+
+    monkeypatch.setattr(H, "BUILD_DIRS", [])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert shutil.which("psychecgen") is None
+    _write_sample(tmp_path / "s.jsonl", n=4)
+    out = tmp_path / "out"
+    with pytest.raises(FileNotFoundError, match=r"data\.generate\.psychec_bin.*scripts/build_psychec\.sh"):
+        generate_from_config(_gen_cfg(tmp_path / "s.jsonl", tmp_path / "nothing-here"), normalize_cfg=_NORMALIZE,
+                             headers_cfg=_HEADERS, seed=0, out_dir=out)
+    assert not out.exists()
+
+
+def test_generation_that_drops_every_row_fails_and_writes_nothing(tmp_path):
+    """Every row dropped (Psyche-C fails on each): the job fails with the reasons instead of succeeding empty."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "psychecgen").write_text("#!/bin/sh\nexit 3\n")
+    (bad / "psychecsolver-exe").write_text("#!/bin/sh\nexit 0\n")
+    for f in bad.iterdir():
+        f.chmod(0o755)
+    _write_sample(tmp_path / "s.jsonl", n=4)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"every one of the 5 rows .* was dropped.*psychecgen exit 3"):
+        generate_from_config(_gen_cfg(tmp_path / "s.jsonl", bad), normalize_cfg=_NORMALIZE, headers_cfg=_HEADERS,
+                             seed=0, out_dir=out)
+    assert not out.exists()

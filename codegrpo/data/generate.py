@@ -312,6 +312,7 @@ def generate_from_config(gen_cfg: dict, *, normalize_cfg: dict, headers_cfg: dic
     contamination, counts = eval_keys(gen_cfg["decontaminate"])
     psychec = PsycheC(headers_cfg.get("psychecgen"), headers_cfg.get("psychecsolver"),
                       timeout=gen_cfg["psychec_timeout"], bin_dir=gen_cfg.get("psychec_bin"))
+    require_psychec(psychec, gen_cfg.get("psychec_bin"))
     out, summary = generate(
         rows, source_name=name, fields=gen_cfg["fields"], psychec=psychec,
         clang_format_path=normalize_cfg.get("clang_format"),
@@ -319,5 +320,22 @@ def generate_from_config(gen_cfg: dict, *, normalize_cfg: dict, headers_cfg: dic
         gcc=headers_cfg["gcc"], gcc_timeout=headers_cfg["gcc_timeout"], contamination=contamination,
         val_fraction=gen_cfg["val_fraction"], seed=seed, dedup=gen_cfg["dedup"], workers=workers)
     summary["decontamination_sets"] = counts
+    if not summary["records"]:
+        # an empty training set is never what a run wants: fail here, naming why every row went, instead of
+        # succeeding empty and failing later in data_parquet ("no records for stage ...")
+        reasons = {st: v["dropped_by_reason"] for st, v in summary["steps"].items() if v["dropped_by_reason"]}
+        raise ValueError(f"data.generate: every one of the {len(rows)} rows of {name} was dropped, nothing written "
+                         f"to {out_dir}; dropped by step and reason: {json.dumps(reasons, sort_keys=True)}")
     write_outputs(out, summary, out_dir, html_path=html_path)
     return summary
+
+
+def require_psychec(psychec: PsycheC, bin_dir) -> None:
+    """Generation needs Psyche-C (every record's header comes from it): refuse to start without it."""
+    if psychec.available:
+        return
+    raise FileNotFoundError(
+        f"data.generate needs Psyche-C (psychecgen and psychecsolver-exe), not found in data.generate.psychec_bin "
+        f"({bin_dir!r}), data.headers.psychecgen / psychecsolver or on PATH. Build it once per checkout: "
+        f"`git clone -b original https://github.com/ltcmelo/psychec <src>` and "
+        f"`bash scripts/build_psychec.sh <src> build/psychec` (docs/cluster.md, 'Psyche-C')")
