@@ -26,6 +26,7 @@ from codegrpo.contracts import RL_STAGES
 from codegrpo.runsettings import SETTINGS_ENV, SETTINGS_FILE
 from codegrpo.io import write_json
 from codegrpo.models import export_hf, import_checkpoint
+from codegrpo.runlock import locked_run_dir
 from codegrpo.verl import checkpoints
 from codegrpo.verl.launch import grpo_launch, sft_launch
 
@@ -132,6 +133,7 @@ def _run_launch(launch, run_dir: Path) -> None:
         raise TrainingError(f"{launch.run}: trainer exited with status {rc}; see {train_log}")
 
 
+@locked_run_dir
 def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
             init_model: str, run_dir: str | os.PathLike) -> dict:
     """Train (or import) ``sft_<which>``; returns the done.json record."""
@@ -291,6 +293,7 @@ def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapp
     return launch
 
 
+@locked_run_dir
 def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[str] | str,
              val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
              extra_overrides: Sequence[str] = (), env: Mapping[str, str] | None = None,
