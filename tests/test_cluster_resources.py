@@ -55,11 +55,11 @@ def test_topology_repeated_under_cluster_is_an_error(paper, key):
 
 def test_gpu_model_site_flags_and_extra_flags(paper):
     cfg = _with(paper, gpu_model="a100", partition="gpu", account="proj", qos="high",
-                slurm_extra="--exclusive", stages={"evaluate": {"slurm_extra": "--hint=nomultithread"}})
+                slurm_extra="--mail-type=FAIL", stages={"evaluate": {"slurm_extra": "--hint=nomultithread"}})
     got = stage_resources(cfg, "evaluate")
     assert (got["gpu"], got["gpu_model"]) == (1, "a100")
     assert (got["slurm_partition"], got["slurm_account"], got["qos"]) == ("gpu", "proj", "high")
-    assert got["slurm_extra"] == "--exclusive --hint=nomultithread"
+    assert got["slurm_extra"] == "--mail-type=FAIL --hint=nomultithread"
     cfg["skeleton_rl"]["nnodes"] = 2
     assert stage_resources(cfg, "skeleton_rl")["gres"] == "gpu:a100:8"
 
@@ -142,3 +142,24 @@ def test_gpu_jobs_get_one_task_per_node_from_the_installed_plugin(paper):
     assert "--ntasks-per-gpu=1" in _sbatch({**one, "tasks_per_gpu": 1})
     # CPU jobs: one task
     assert " --ntasks=1" in _sbatch(stage_resources(paper, "data"))
+
+
+def test_cpu_jobs_go_to_the_cpu_partition_and_whole_nodes_only_where_asked(paper):
+    cfg = _with(paper, partition="gpu", cpu_partition="cpu",
+                stages={"tables": {"partition": "short", "qos": "fast"}, "skeleton_rl": {"exclusive": True}})
+    assert stage_resources(cfg, "data")["slurm_partition"] == "cpu"          # no GPU: the CPU partition
+    assert stage_resources(cfg, "evaluate")["slurm_partition"] == "gpu"      # a GPU job stays on the GPU one
+    rl = stage_resources(cfg, "skeleton_rl")
+    assert rl["slurm_partition"] == "gpu" and rl["slurm_extra"] == "--exclusive"
+    assert "slurm_extra" not in stage_resources(cfg, "data")                 # CPU jobs never take whole nodes
+    tables = stage_resources(cfg, "tables")                                  # a stage's own partition wins
+    assert (tables["slurm_partition"], tables["qos"]) == ("short", "fast")
+    assert "partition" not in tables and "exclusive" not in rl               # not passed on as resources
+    no_cpu = _with(paper, partition="gpu")
+    assert stage_resources(no_cpu, "data")["slurm_partition"] == "gpu"       # no CPU partition: the cluster's
+
+
+def test_site_wide_exclusive_is_refused(paper):
+    cfg = _with(paper, slurm_extra="--exclusive --mail-type=FAIL")
+    with pytest.raises(ResourceError, match=r"cluster\.stages\.<stage>\.exclusive"):
+        stage_resources(cfg, "data")

@@ -4,7 +4,10 @@
 turns GPUs into what the SLURM executor plugin understands (docs/cluster.md):
 
 * mem_mb -> --mem (per node), runtime -> -t, cpus_per_task -> --cpus-per-task, nodes -> --nodes,
-  partition/account/qos -> -p/-A/--qos, slurm_extra appended verbatim;
+  partition/account/qos -> -p/-A/--qos (a stage's own partition / qos first; jobs without GPUs go to
+  ``cluster.cpu_partition`` when set), ``exclusive`` -> --exclusive (per stage only: in the site-wide
+  ``cluster.slurm_extra`` it would give every CPU job a whole node, a :class:`ResourceError`), slurm_extra
+  appended verbatim;
 * GPUs per node (none with device cpu): on one node ``gpu`` (+``gpu_model``) -> --gpus=N; on several nodes
   ``gres`` -> --gres=gpu[:model]:N, which is per node (the plugin's --gpus is a job total, and its job step
   would ask for all of them on the first node); every GPU job also gets ``tasks_per_gpu: 0`` (no
@@ -105,10 +108,19 @@ def stage_resources(config: dict, stage: str) -> dict:
         # --ntasks-per-gpu=1 to every GPU job unless tasks_per_gpu is set (8 tasks of cpus_per_task CPUs each on
         # an 8-GPU node); 2.8.x adds it only when asked. 0 means "do not add it" in both.
         out["tasks_per_gpu"] = 0
-    for key, flag in (("partition", "slurm_partition"), ("account", "slurm_account"), ("qos", "qos")):
-        if cl.get(key):
-            out[flag] = cl[key]
-    extra = " ".join(x for x in (cl.get("slurm_extra"), out.pop("slurm_extra", None)) if x)
+    # partition: the stage's own, else the CPU partition for jobs without GPUs, else the cluster's
+    partition = out.pop("partition", None) or (None if gpus else cl.get("cpu_partition")) or cl.get("partition")
+    qos = out.pop("qos", None) or cl.get("qos")
+    for value, flag in ((partition, "slurm_partition"), (cl.get("account"), "slurm_account"), (qos, "qos")):
+        if value:
+            out[flag] = value
+    site_extra = cl.get("slurm_extra")
+    if site_extra and "--exclusive" in site_extra.split():
+        raise ResourceError(
+            "config: cluster.slurm_extra has --exclusive, which gives every job, CPU jobs included, whole nodes; "
+            "remove it and set cluster.stages.<stage>.exclusive: true for the stages that use whole nodes")
+    exclusive = "--exclusive" if out.pop("exclusive", False) else None
+    extra = " ".join(x for x in (site_extra, out.pop("slurm_extra", None), exclusive) if x)
     if extra:
         out["slurm_extra"] = extra
     return out
