@@ -10,7 +10,7 @@ from codegrpo.cluster.resources import stage_resources as _stage_resources
 validate(config, schema="../schemas/config.schema.yaml")
 
 # Preflight (codegrpo.preflight): config consistency now, before any job is planned; the checks that depend
-# on where jobs run (partition, offline models, wandb) when the default target is planned under SLURM.
+# on where jobs run (partition, offline models, wandb) in `onstart` below, for every target of a real run.
 _preflight.raise_problems(_preflight.check_topology(config))
 
 # The Hugging Face cache and offline switches of every job (hub section; codegrpo.hub): set in this process,
@@ -31,14 +31,27 @@ def register_targets(stage, files):
 
 
 def all_targets(wildcards):
-    plugin = getattr(workflow, "executor_plugin", None)
-    executor = getattr(plugin, "name", None)
-    if executor == "slurm":
+    return [f for files in STAGE_TARGETS.values() for f in files]
+
+
+def preflight_before_jobs():
+    """The plan's preflight, for every target and executor, once the DAG is known and before any job starts
+    (``onstart``: real runs only, never in a dry run): under SLURM the checks of where jobs run (partition, offline
+    models, wandb) when a job will be submitted; offline models for a local run with offline jobs. A plan whose
+    jobs are all local rules (``prefetch``, tables, reports) submits nothing, and prefetch is what fills the cache.
+    """
+    executor = getattr(getattr(workflow, "executor_plugin", None), "name", None)
+    jobs = list(workflow.dag.needrun_jobs())
+    submitted = [j for j in jobs if not j.is_local]
+    if executor == "slurm" and submitted:
         _preflight.plan_checks(config, executor=executor)
-    elif plugin is not None and not workflow.dryrun and config["hub"]["offline_jobs"]:
+    elif config["hub"]["offline_jobs"] and any(j.rule.name != "prefetch" for j in jobs):
         # a real run elsewhere with offline jobs: every hub id must be cached (`snakemake prefetch`)
         _preflight.raise_problems(_preflight.check_offline(config, os.environ))
-    return [f for files in STAGE_TARGETS.values() for f in files]
+
+
+onstart:
+    preflight_before_jobs()
 
 
 def res(*parts):

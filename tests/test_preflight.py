@@ -147,3 +147,23 @@ def test_plan_time_topology_error_stops_the_dry_run(tmp_path):
                           capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "offline"})
     assert proc.returncode != 0
     assert "skin_rl.tensor_model_parallel_size = 3 does not divide" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_preflight_runs_for_a_named_target_before_anything_is_submitted(tmp_path):
+    """`snakemake smoke` under SLURM with no partition: the preflight stops the run before the first sbatch
+    (it used to run only for the target `all`, and smoke went straight to sbatch)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "sbatch-calls"
+    for tool in ("sbatch", "sacct", "squeue", "sinfo", "scancel"):
+        (fake / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {calls}\necho 'Submitted batch job 1'\n")
+        (fake / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "WANDB_MODE": "offline"}
+    proc = subprocess.run([SNAKEMAKE, "smoke", "--executor", "slurm", "--jobs", "1", "--nolock",
+                           "--configfile", "config/paper.yaml"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "cluster.partition" in out, out[-3000:]
+    assert not calls.exists(), calls.read_text()
