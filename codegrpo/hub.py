@@ -14,13 +14,18 @@ inherits: local jobs as child processes, SLURM jobs through ``sbatch --export=AL
 * :func:`prefetch`: ``huggingface_hub.snapshot_download`` for the models and dataset files,
   ``datasets.load_dataset`` for the datasets (what the jobs call offline later), into the configured cache (a
   source's own ``cache_dir`` where it names one); returns a manifest;
-* :func:`model_cached` / :func:`dataset_cached`: whether an id is in the cache (the preflight's offline check).
+* :func:`model_cached` / :func:`dataset_cached`: whether an id is in the cache (the preflight's offline check);
+* :func:`url_sources` / :func:`fetch_url`: files the config names by http(s) URL (the EvalPlus releases, the
+  SK²Decompile evaluation files) go to ``<HF_HOME>/codegrpo-urls/`` (:func:`url_cache`, ``$CODEGRPO_URL_CACHE`` in
+  every job), fetched by the prefetch with their sha256 recorded; an offline job reads them there and never
+  downloads.
 
 ``endpoint`` (or ``HF_ENDPOINT``) points everything at another hub, e.g. a mirror, or a local stand-in in tests.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -47,9 +52,17 @@ __all__ = [
     "missing",
     "model_cached",
     "prefetch",
+    "fetch_url",
+    "url_cache",
+    "url_path",
+    "url_sources",
 ]
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+URL_CACHE_VAR = "CODEGRPO_URL_CACHE"
+URL_OFFLINE_VAR = "CODEGRPO_URLS_OFFLINE"  # set in every job with hub.offline_jobs: files by URL come from the cache
+# config keys whose http(s) values are services, not files to fetch
+_SERVICE_KEYS = ("api_base", "endpoint", "base_url")
 
 
 class HubError(RuntimeError):
@@ -144,7 +157,8 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple]]:
                 out.append(tuple(item))
         return out
 
-    return {"models": unique(models), "datasets": unique(datasets), "dataset_repos": unique(_dataset_repos(cfg))}
+    return {"models": unique(models), "datasets": unique(datasets), "dataset_repos": unique(_dataset_repos(cfg)),
+            "urls": url_sources(cfg)}
 
 
 def cache_home(cfg: Mapping, environ: Mapping[str, str] | None = None) -> Path:
@@ -179,9 +193,98 @@ def job_env(cfg: Mapping, environ: Mapping[str, str] | None = None) -> dict[str,
     env: dict[str, str] = {}
     if hub.get("cache_dir"):
         env["HF_HOME"] = str(cache_home(cfg, environ))
+    env[URL_CACHE_VAR] = str(url_cache(cfg, environ))
     if hub.get("offline_jobs"):
-        env.update({v: "1" for v in OFFLINE_VARS})
+        env.update({v: "1" for v in (*OFFLINE_VARS, URL_OFFLINE_VAR)})
     return env
+
+
+# ------------------------------------------------------------------------------------------ files by URL
+def url_sources(cfg: Mapping) -> list[tuple[str, str]]:
+    """(config key, URL) of every file the data stages and the evaluation would download by http(s) URL.
+
+    Every http(s) string under ``data``, ``datasets`` and ``evaluate`` counts, except service addresses
+    (``api_base`` ...), sections with ``enabled: false`` and code-generation benchmarks not in
+    ``evaluate.codegen.benchmarks``."""
+    out: list[tuple[str, str]] = []
+    codegen = (cfg.get("evaluate") or {}).get("codegen") or {}
+    unused = {f"evaluate.codegen.{k}" for k, v in codegen.items()
+              if isinstance(v, Mapping) and "source" in v and k not in (codegen.get("benchmarks") or [])}
+
+    def walk(node, key):
+        if isinstance(node, Mapping):
+            if node.get("enabled") is False or key in unused:
+                return
+            for k, v in node.items():
+                if str(k) not in _SERVICE_KEYS:
+                    walk(v, f"{key}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{key}[{i}]")
+        elif isinstance(node, str) and node.startswith(("http://", "https://")):
+            out.append((key, node))
+
+    for section in ("data", "datasets", "evaluate"):
+        walk(cfg.get(section) or {}, section)
+    seen: set[str] = set()
+    return [(k, u) for k, u in out if not (u in seen or seen.add(u))]
+
+
+def url_cache(cfg: Mapping | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The folder of files fetched by URL: ``<HF_HOME of the run>/codegrpo-urls`` (a job reads
+    ``$CODEGRPO_URL_CACHE``, which :func:`job_env` sets to the same folder)."""
+    environ = os.environ if environ is None else environ
+    if cfg is None and environ.get(URL_CACHE_VAR):
+        return Path(environ[URL_CACHE_VAR])
+    return cache_home(cfg or {}, environ) / "codegrpo-urls"
+
+
+def url_path(url: str, cache: str | os.PathLike) -> Path:
+    """Where ``url`` is kept in ``cache``: ``<sha256(url)[:16]>-<file name>``."""
+    name = Path(url.split("?", 1)[0].rstrip("/")).name or "index"
+    return Path(cache) / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}-{name}"
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_url(url: str, cache: str | os.PathLike | None = None, *, timeout: float = 120.0,
+              offline: bool | None = None, key: str | None = None) -> Path:
+    """The local copy of ``url`` in ``cache`` (default :func:`url_cache` of this process), downloaded once.
+
+    A copy is written to a temporary name and renamed, with ``<file>.sha256`` beside it. ``offline`` (default:
+    ``$CODEGRPO_URLS_OFFLINE`` set, as in every job of a run with ``hub.offline_jobs``) never downloads: a missing
+    copy raises :class:`HubError` naming the URL, the config ``key`` when given, and the prefetch."""
+    import urllib.request
+
+    cache = Path(cache) if cache else url_cache()
+    dest = url_path(url, cache)
+    if dest.is_file():
+        return dest
+    if offline is None:
+        offline = str(os.environ.get(URL_OFFLINE_VAR, "")).lower() in ("1", "true", "yes", "on")
+    what = f"{key} = {url}" if key else url
+    if offline:
+        raise HubError(f"{what}: not in the URL cache ({dest}) and this job runs offline; run `snakemake prefetch` "
+                       f"on the login node, or download the file there yourself")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    log.info("downloading %s -> %s", url, dest)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as fh:  # noqa: S310
+            while chunk := resp.read(1 << 20):
+                fh.write(chunk)
+        (dest.parent / (dest.name + ".sha256")).write_text(_sha256_file(tmp) + "\n")
+        os.replace(tmp, dest)
+    except OSError as exc:  # URLError / HTTPError are OSErrors
+        tmp.unlink(missing_ok=True)
+        raise HubError(f"{what}: download failed: {exc}") from exc
+    return dest
 
 
 def model_cached(repo_id: str, cache: Path | str, revision: str | None = None) -> bool:
@@ -239,12 +342,12 @@ def prefetch(cfg: Mapping, *, endpoint: str | None = None, token: str | bool | N
              max_workers: int = 8, environ: Mapping[str, str] | None = None) -> dict:
     """Download every hub id of :func:`hub_refs` into the run's cache (:func:`download`); return the manifest."""
     return download(hub_refs(cfg), cache_home(cfg, environ), hub_cache(cfg, environ), datasets_cache(cfg, environ),
-                    endpoint=endpoint, token=token, max_workers=max_workers)
+                    endpoint=endpoint, token=token, max_workers=max_workers, urls_dir=url_cache(cfg, environ))
 
 
 def download(refs: Mapping[str, list], hf_home: str | os.PathLike, models_dir: str | os.PathLike,
              datasets_dir: str | os.PathLike, *, endpoint: str | None = None, token: str | bool | None = None,
-             max_workers: int = 8) -> dict:
+             max_workers: int = 8, urls_dir: str | os.PathLike | None = None) -> dict:
     """Download ``refs`` (:func:`hub_refs`'s shape) into the given cache folders; return the manifest.
 
     Models: ``snapshot_download(repo_id, cache_dir=models_dir)`` (every file of the main revision), so that a
@@ -310,6 +413,14 @@ def download(refs: Mapping[str, list], hf_home: str | os.PathLike, models_dir: s
             raise HubError(f"{key} = {repo_id!r}: the dataset repository has no {lacking}")
         manifest["dataset_repos"].append({"key": key, "id": repo_id, "snapshot": str(path), "files": got,
                                           "seconds": round(time.monotonic() - t0, 2)})
+    urls_dir = Path(urls_dir) if urls_dir else Path(hf_home) / "codegrpo-urls"
+    manifest["urls_dir"] = str(urls_dir)
+    manifest["urls"] = []
+    for key, url in refs.get("urls", []):
+        t0 = time.monotonic()
+        path = fetch_url(url, urls_dir, offline=False, key=key)
+        manifest["urls"].append({"key": key, "url": url, "path": str(path), "bytes": path.stat().st_size,
+                                 "sha256": _sha256_file(path), "seconds": round(time.monotonic() - t0, 2)})
     return manifest
 
 
@@ -338,4 +449,9 @@ def missing(cfg: Mapping, environ: Mapping[str, str] | None = None, *, cache_dir
         if not dataset_files_cached(ref, files, models_dir):
             out.append(f"{key} = {ref!r}: the dataset files {files} are not in the Hugging Face cache ({models_dir}), "
                        f"and HF_HUB_OFFLINE=1 forbids downloading them; run `snakemake prefetch` on the login node")
+    urls_dir = url_cache(cfg, environ)
+    for key, url in refs["urls"]:
+        if not url_path(url, urls_dir).is_file():
+            out.append(f"{key} = {url!r} is not in the URL cache ({urls_dir}), and offline jobs cannot download it; "
+                       f"run `snakemake prefetch` on the login node")
     return out

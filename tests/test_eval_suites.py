@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from codegrpo.hub import HubError
+
 from codegrpo.eval import codegen as c
 from codegrpo.eval import suites as s
 
@@ -492,15 +494,16 @@ def test_sources_by_url_and_parquet(tmp_path, monkeypatch):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        monkeypatch.setenv("CODEGRPO_BENCH_CACHE", str(tmp_path / "cache"))
+        monkeypatch.setenv("CODEGRPO_URL_CACHE", str(tmp_path / "cache"))
+        monkeypatch.delenv("CODEGRPO_URLS_OFFLINE", raising=False)
         url = f"http://127.0.0.1:{server.server_address[1]}/HumanEvalPlus.jsonl.gz"
         probs = s.load_evalplus("humaneval_plus", url)
         assert [p.problem_id for p in probs] == ["HumanEval/900", "HumanEval/901"]
-        cached = list((tmp_path / "cache").iterdir())
-        assert len(cached) == 1 and cached[0].name.endswith("HumanEvalPlus.jsonl.gz")
-        with pytest.raises(OSError, match=r"missing\.jsonl\.gz: download failed: HTTP Error 404"):
+        cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+        assert len(cached) == 2 and cached[0].endswith("HumanEvalPlus.jsonl.gz") and cached[1].endswith(".sha256")
+        with pytest.raises(HubError, match=r"missing\.jsonl\.gz: download failed: HTTP Error 404"):
             s.resolve_source(f"http://127.0.0.1:{server.server_address[1]}/missing.jsonl.gz")
-        assert len(list((tmp_path / "cache").iterdir())) == 1  # no partial file left behind
+        assert len(list((tmp_path / "cache").iterdir())) == 2  # no partial file left behind
     finally:
         server.shutdown()
         server.server_close()

@@ -5,11 +5,15 @@ download code (HF_ENDPOINT), then used offline the way a job uses it."""
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -38,8 +42,13 @@ def test_refs_of_the_paper_config(paper, local):
         ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
     assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
                                       ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)])]
+    # files by URL: the reference's MBPP-Decompile file and the EvalPlus releases
+    assert [(k, u.rsplit("/", 1)[-1]) for k, u in refs["urls"]] == [
+        ("evaluate.decompile.mbpp.data", "mbpp_normsrcpseudo.json"),
+        ("evaluate.codegen.humaneval_plus.source", "HumanEvalPlus.jsonl.gz"),
+        ("evaluate.codegen.mbpp_plus.source", "MbppPlus.jsonl.gz")]
     # tiny model, packaged MiniLM, shipped data and benchmark samples: nothing to fetch
-    assert hub.hub_refs(local) == {"models": [], "datasets": [], "dataset_repos": []}
+    assert hub.hub_refs(local) == {"models": [], "datasets": [], "dataset_repos": [], "urls": []}
 
 
 def test_refs_imports_extras_and_sources(paper, tmp_path):
@@ -69,10 +78,12 @@ def test_job_env_and_cache_folders(paper, tmp_path):
     cfg["hub"] = {"cache_dir": str(tmp_path / "hf"), "offline_jobs": True}
     env = hub.job_env(cfg, {})
     assert env == {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                   "TRANSFORMERS_OFFLINE": "1"}
+                   "TRANSFORMERS_OFFLINE": "1", "CODEGRPO_URL_CACHE": str(tmp_path / "hf" / "codegrpo-urls"),
+                   "CODEGRPO_URLS_OFFLINE": "1"}
     assert hub.hub_cache(cfg, {"HF_HUB_CACHE": "/elsewhere"}) == tmp_path / "hf" / "hub"  # the config wins
     cfg["hub"] = {"cache_dir": None, "offline_jobs": False}
-    assert hub.job_env(cfg, {"HF_HOME": "/x"}) == {}  # nothing configured: jobs keep the environment's
+    # nothing configured: jobs keep the environment's HF_HOME; files by URL go under it
+    assert hub.job_env(cfg, {"HF_HOME": "/x"}) == {"CODEGRPO_URL_CACHE": "/x/codegrpo-urls"}
     assert hub.cache_home(cfg, {"HF_HOME": "/x"}) == Path("/x")
     assert hub.hub_cache(cfg, {"HF_HOME": "/x", "HF_HUB_CACHE": "/y/hub"}) == Path("/y/hub")
     assert hub.datasets_cache(cfg, {"HF_HOME": "/x"}) == Path("/x/datasets")
@@ -132,11 +143,19 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     lcb_repo.mkdir()
     for name in ("test.jsonl", "test2.jsonl"):
         (lcb_repo / name).write_text(json.dumps({"question_title": name}) + "\n")
+    # a file the config names by URL (the MBPP-Decompile evaluation file), served on loopback
+    served = REPO / "data" / "sk2decompile" / "mbpp-decompile-sample.json"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served.parent))
+    files_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=files_server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{files_server.server_address[1]}/{served.name}"
+    cfg["evaluate"]["decompile"]["mbpp"]["data"] = url
     offline = {"HF_HUB_OFFLINE": "1"}
     # before: the offline check names the keys and the fix
     problems = preflight.check_offline(cfg, offline)
     assert [p.split(" = ")[0] for p in problems] == ["model.base", "hub.datasets[0]", "data.kodcode.source.hub_id",
-                                                     "evaluate.codegen.livecodebench.source"]
+                                                     "evaluate.codegen.livecodebench.source",
+                                                     "evaluate.decompile.mbpp.data"]
     assert problems[1].startswith(f"hub.datasets[0] = '{DATASET_ID}' (dataset)")
     assert f"({kod_cache})" in problems[2] and "['test2.jsonl']" in problems[3]
     assert all("snakemake prefetch" in p for p in problems)
@@ -151,6 +170,8 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
                               cwd=REPO, timeout=300, env={**_online_env(standin.url), "HF_HOME": str(home)})
         assert proc.returncode == 0, proc.stderr[-3000:]
         requests = list(standin.requests)
+    files_server.shutdown()
+    files_server.server_close()
     manifest = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("MANIFEST "))[9:])
     (entry,) = manifest["models"]
     assert entry["id"] == MODEL_ID and entry["revision"] == COMMIT
@@ -166,6 +187,10 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     (files,) = manifest["dataset_repos"]
     assert files["id"] == LCB_ID and files["files"] == ["test2.jsonl"]  # only what the version reads
     assert not any(p.endswith("/test.jsonl") for _, p in requests)
+    (fetched,) = manifest["urls"]
+    assert fetched["key"] == "evaluate.decompile.mbpp.data" and fetched["url"] == url
+    assert fetched["sha256"] == hashlib.sha256(served.read_bytes()).hexdigest()
+    assert Path(fetched["path"]).parent == home / "codegrpo-urls"
     snapshot = home / "hub" / ("models--" + MODEL_ID.replace("/", "--")) / "snapshots" / COMMIT
     assert (snapshot / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
 
@@ -199,6 +224,17 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     proc = subprocess.run([sys.executable, "-c", jobs], capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=job_env)
     assert f'JOBS {KOD_ID} 5 {{"question_title": "test2.jsonl"}}' in proc.stdout, proc.stderr[-3000:]
+    # the evaluation's file by URL, offline, from the URL cache (its server is gone); a URL never prefetched fails
+    # naming the prefetch instead of trying the network
+    urls = ("from codegrpo.eval.decompile import EvalDataError, fetch_eval_file\n"
+            f"print('URL', open(fetch_eval_file({url!r}), 'rb').read() == open({str(served)!r}, 'rb').read())\n"
+            "try:\n"
+            f"    fetch_eval_file({url + '.other'!r})\n"
+            "except EvalDataError as exc:\n"
+            "    print('OFFLINE', 'snakemake prefetch' in str(exc))\n")
+    proc = subprocess.run([sys.executable, "-c", urls], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=job_env)
+    assert "URL True" in proc.stdout and "OFFLINE True" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_prefetch_failure_names_the_key(paper, tmp_path):

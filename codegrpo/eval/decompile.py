@@ -168,11 +168,9 @@ def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, 
 
 def fetch_eval_file(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
                     timeout: float = 120.0) -> Path:
-    """A local path for ``source``: the path itself, or an http(s) URL downloaded once into ``cache_dir``."""
-    import urllib.error
-    import urllib.request
-
-    from codegrpo.io import atomic_path
+    """A local path for ``source``: the path itself, or an http(s) URL's copy in ``cache_dir`` (default: the run's
+    URL cache, :func:`codegrpo.hub.fetch_url`), downloaded there once unless the job runs offline."""
+    from codegrpo.hub import HubError, fetch_url
 
     text = str(source)
     if not text.startswith(("http://", "https://")):
@@ -180,21 +178,10 @@ def fetch_eval_file(source: str | os.PathLike, cache_dir: str | os.PathLike | No
         if not path.is_file():
             raise FileNotFoundError(f"evaluation set {path} does not exist")
         return path
-    cache = Path(cache_dir or os.environ.get("CODEGRPO_EVAL_CACHE", Path.home() / ".cache" / "codegrpo" / "eval"))
-    name = hashlib.sha256(text.encode()).hexdigest()[:16] + "-" + Path(text.split("?")[0]).name
-    dest = cache / name
-    if dest.is_file():
-        return dest
-    cache.mkdir(parents=True, exist_ok=True)
     try:
-        with urllib.request.urlopen(text, timeout=timeout) as resp, atomic_path(dest) as tmp:
-            with open(tmp, "wb") as fh:
-                while chunk := resp.read(1 << 20):
-                    fh.write(chunk)
-    except urllib.error.URLError as exc:
-        raise EvalDataError(f"{text}: download failed: {exc}") from exc
-    log.info("downloaded %s to %s", text, dest)
-    return dest
+        return fetch_url(text, cache_dir, timeout=timeout)
+    except HubError as exc:
+        raise EvalDataError(str(exc)) from exc
 
 
 def detect_schema(path: str | os.PathLike) -> str:

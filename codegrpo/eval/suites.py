@@ -15,7 +15,8 @@ Benchmarks (names used in config, rules and result files):
   ``vN`` = testN.jsonl) or local JSONL files of that schema; the date window from config.
 
 A source is a local file (or, for LiveCodeBench, a folder of ``test*.jsonl``), an http(s) URL (downloaded once
-into ``$CODEGRPO_BENCH_CACHE`` or ``~/.cache/codegrpo/benchmarks``) or a hub dataset id.
+into the run's URL cache, ``<HF_HOME>/codegrpo-urls``, by ``snakemake prefetch`` or the first job) or a hub
+dataset id.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import os
 import pickle
 import re
 import threading
-import urllib.request
 import zlib
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -74,32 +74,18 @@ class BenchmarkDataError(ValueError):
 # Sources and records
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("CODEGRPO_BENCH_CACHE") or Path.home() / ".cache" / "codegrpo" / "benchmarks")
-
-
 def _looks_like_path(source: str) -> bool:
     return source.startswith((".", "/", "~")) or bool(re.search(r"\.(jsonl|json|gz|parquet)$", source))
 
 
 def resolve_source(source: str | os.PathLike) -> tuple[str, Path | None]:
-    """``("file", path)`` for a local file or folder (URLs are downloaded first), ``("hub", None)`` for a hub id."""
+    """``("file", path)`` for a local file or folder (URLs: the run's URL cache, :func:`codegrpo.hub.fetch_url`,
+    downloaded there once unless the job runs offline), ``("hub", None)`` for a hub id."""
     text = str(source)
     if text.startswith(("http://", "https://")):
-        dest = _cache_dir() / re.sub(r"[^A-Za-z0-9._-]", "_", text.split("://", 1)[1])
-        if not dest.is_file():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dest.with_name(dest.name + f".{os.getpid()}.part")
-            log.info("downloading %s -> %s", text, dest)
-            try:
-                with urllib.request.urlopen(text, timeout=120) as resp, open(tmp, "wb") as fh:  # noqa: S310
-                    while chunk := resp.read(1 << 20):
-                        fh.write(chunk)
-                os.replace(tmp, dest)
-            except OSError as exc:  # URLError / HTTPError are OSErrors
-                tmp.unlink(missing_ok=True)
-                raise OSError(f"{text}: download failed: {exc}") from exc
-        return "file", dest
+        from codegrpo.hub import fetch_url
+
+        return "file", fetch_url(text)
     path = Path(text).expanduser()
     if path.exists():
         return "file", path
