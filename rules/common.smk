@@ -6,6 +6,7 @@ from snakemake.utils import validate
 from codegrpo import hub as _hub
 from codegrpo import preflight as _preflight
 from codegrpo.cluster.resources import stage_resources as _stage_resources
+from codegrpo.cluster.shape import check_jobs as _check_jobs
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -45,6 +46,9 @@ def preflight_before_jobs():
     submitted = [j for j in jobs if not j.is_local]
     if executor == "slurm" and submitted:
         _preflight.plan_checks(config, executor=executor)
+        # every job's request against the nodes sinfo reports (nothing to compare with where sinfo is missing)
+        requests = [(j.rule.name, dict(j.resources.items())) for j in submitted]
+        _preflight.raise_problems(_check_jobs(requests))
     elif config["hub"]["offline_jobs"] and any(j.rule.name != "prefetch" for j in jobs):
         # a real run elsewhere with offline jobs: every hub id must be cached (`snakemake prefetch`)
         _preflight.raise_problems(_preflight.check_offline(config, os.environ))

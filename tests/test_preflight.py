@@ -149,21 +149,47 @@ def test_plan_time_topology_error_stops_the_dry_run(tmp_path):
     assert "skin_rl.tensor_model_parallel_size = 3 does not divide" in proc.stdout + proc.stderr
 
 
+def _fake_slurm(tmp_path, sinfo: str = ""):
+    """Recording stand-ins of the SLURM commands (sinfo prints ``sinfo``); the file of calls made."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "slurm-calls"
+    for tool in ("sbatch", "sacct", "squeue", "scancel"):
+        (fake / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {calls}\necho 'Submitted batch job 1'\n")
+    (fake / "sinfo").write_text(f"#!/bin/sh\nprintf '{sinfo}'\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "WANDB_MODE": "offline"}, calls
+
+
+def _smoke_under_slurm(env, *extra):
+    return subprocess.run([SNAKEMAKE, "smoke", "--executor", "slurm", "--jobs", "1", "--nolock",
+                           "--configfile", "config/paper.yaml", *extra], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
 @pytest.mark.slow
 def test_preflight_runs_for_a_named_target_before_anything_is_submitted(tmp_path):
     """`snakemake smoke` under SLURM with no partition: the preflight stops the run before the first sbatch
     (it used to run only for the target `all`, and smoke went straight to sbatch)."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    calls = tmp_path / "sbatch-calls"
-    for tool in ("sbatch", "sacct", "squeue", "sinfo", "scancel"):
-        (fake / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {calls}\necho 'Submitted batch job 1'\n")
-        (fake / tool).chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "WANDB_MODE": "offline"}
-    proc = subprocess.run([SNAKEMAKE, "smoke", "--executor", "slurm", "--jobs", "1", "--nolock",
-                           "--configfile", "config/paper.yaml"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env=env)
+    env, calls = _fake_slurm(tmp_path)
+    proc = _smoke_under_slurm(env)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "cluster.partition" in out, out[-3000:]
+    assert not calls.exists(), calls.read_text()
+
+
+@pytest.mark.slow
+def test_preflight_refuses_a_job_no_node_can_hold(tmp_path):
+    """The smoke job's 120 GB against the only node's 2 GB (what sinfo reports): refused before sbatch."""
+    env, calls = _fake_slurm(tmp_path, sinfo="debug*|n1|4|2000|(null)\\n")
+    env = {k: v for k, v in env.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    site = tmp_path / "site.yaml"
+    site.write_text("cluster: {partition: debug}\nhub: {offline_jobs: false}\n")
+    proc = _smoke_under_slurm(env, str(site))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "rule smoke asks for 16 CPUs per node" in out, out[-3000:]
+    assert "120000 MB per node (the largest node of partition 'debug' has 2000 MB" in out, out[-3000:]
     assert not calls.exists(), calls.read_text()
