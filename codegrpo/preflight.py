@@ -12,7 +12,9 @@ problems found at once. The checks:
 * models and datasets named by hub id that are not in the run's Hugging Face cache while ``HF_HUB_OFFLINE=1``
   (:func:`check_offline`, with :mod:`codegrpo.hub`; ``snakemake prefetch`` fills the cache);
 * the wandb logger without ``WANDB_API_KEY`` or ``WANDB_MODE`` (:func:`check_wandb`);
-* prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`).
+* prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`);
+* the plan-time budget (:mod:`codegrpo.budget`): steps the data cannot supply, GPU memory over the configured
+  GPU's, disk over ``cluster.scratch_quota`` (:func:`check_budget`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from codegrpo.contracts import RL_STAGES
 
 __all__ = [
     "PreflightError",
+    "check_budget",
     "check_lengths",
     "check_offline",
     "check_partition",
@@ -189,10 +192,19 @@ def check_lengths(cfg: Mapping, stage: str, model_dir: str | os.PathLike) -> lis
     return []
 
 
+def check_budget(cfg: Mapping) -> list[str]:
+    """The plan-time budget's problems (:func:`codegrpo.budget.budget_problems`), each naming the number and the
+    config key to change."""
+    from codegrpo import budget
+
+    return budget.build_budget(cfg)["problems"]
+
+
 def plan_checks(cfg: Mapping, *, executor: str | None = None, env: Mapping[str, str] | None = None) -> None:
     """Every check that needs only the config and the environment; raise :class:`PreflightError`."""
     env = os.environ if env is None else env
-    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env) + check_wandb(cfg, env))
+    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env) + check_wandb(cfg, env)
+                   + check_budget(cfg))
 
 
 def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.PathLike, files: str = "",

@@ -100,6 +100,24 @@ def record_workers(trainer, path) -> list[dict]:
     return where
 
 
+def ensure_epochs(config, batches_per_epoch: int) -> int:
+    """Raise ``trainer.total_epochs`` so that verl's loop (``for epoch in range(total_epochs)`` over a loader of
+    ``batches_per_epoch`` batches) reaches ``trainer.total_training_steps``: without it the loop ends with the
+    epochs, ``is_last_step`` is never true, and the final save and validation never happen. Returns the epochs."""
+    from omegaconf import open_dict
+
+    from codegrpo.budget import epochs_for_steps
+
+    need = epochs_for_steps(config.trainer.total_training_steps, int(batches_per_epoch),
+                            int(config.trainer.total_epochs))
+    if need != int(config.trainer.total_epochs):
+        print(f"[codegrpo] trainer.total_epochs {config.trainer.total_epochs} -> {need}: {batches_per_epoch} "
+              f"batches per epoch, {config.trainer.total_training_steps} steps", flush=True)
+        with open_dict(config):
+            config.trainer.total_epochs = need
+    return need
+
+
 class ProjectTrainer(RayPPOTrainer):
     """verl's RayPPOTrainer plus callbacks, reward-component metrics, the metrics file and ``workers.json`` (where
     each training worker runs, in the run folder)."""
@@ -112,6 +130,11 @@ class ProjectTrainer(RayPPOTrainer):
         self.metrics_file = pc.get("metrics_file")
         if self.reward_fn is not None:
             self.reward_fn = _RewardRecorder(self.reward_fn)
+
+    def _create_dataloader(self, *args, **kwargs):
+        super()._create_dataloader(*args, **kwargs)
+        # the loader's real length (after verl's filter_overlong_prompts): enough epochs for the step budget
+        ensure_epochs(self.config, len(self.train_dataloader))
 
     def init_workers(self):
         super().init_workers()
