@@ -129,6 +129,7 @@ class ModelSpec:
     ffn: int
     vocab: int
     tied: bool = False
+    qk_norm: bool = False  # Qwen3: RMSNorm of q and k per head (head_dim weights each)
 
     @property
     def params(self) -> int:
@@ -136,7 +137,7 @@ class ModelSpec:
         q = self.heads * self.head_dim
         kv = self.kv_heads * self.head_dim
         per_layer = self.hidden * q + 2 * self.hidden * kv + q * self.hidden + 3 * self.hidden * self.ffn
-        per_layer += 2 * self.hidden
+        per_layer += 2 * self.hidden + (2 * self.head_dim if self.qk_norm else 0)
         emb = self.vocab * self.hidden * (1 if self.tied else 2)
         return self.layers * per_layer + emb + self.hidden
 
@@ -153,10 +154,11 @@ class ModelSpec:
 KNOWN_MODELS: dict[str, ModelSpec] = {
     # LLM4Decompile 6.7B v2 is deepseek-coder-6.7b-base fine-tuned (LLaMA layout, MHA)
     "LLM4Binary/llm4decompile-6.7b-v2": ModelSpec("llm4decompile-6.7b-v2", 32, 4096, 32, 32, 128, 11008, 32256),
-    "Qwen/Qwen3-4B": ModelSpec("Qwen3-4B", 36, 2560, 32, 8, 128, 9728, 151936, tied=True),
-    "Qwen/Qwen3-8B": ModelSpec("Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936),
-    "Qwen/Qwen3-14B": ModelSpec("Qwen3-14B", 40, 5120, 40, 8, 128, 17408, 151936),
-    "Qwen/Qwen3-Embedding-0.6B": ModelSpec("Qwen3-Embedding-0.6B", 28, 1024, 16, 8, 128, 3072, 151669, tied=True),
+    "Qwen/Qwen3-4B": ModelSpec("Qwen3-4B", 36, 2560, 32, 8, 128, 9728, 151936, tied=True, qk_norm=True),
+    "Qwen/Qwen3-8B": ModelSpec("Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, qk_norm=True),
+    "Qwen/Qwen3-14B": ModelSpec("Qwen3-14B", 40, 5120, 40, 8, 128, 17408, 151936, qk_norm=True),
+    "Qwen/Qwen3-Embedding-0.6B": ModelSpec("Qwen3-Embedding-0.6B", 28, 1024, 16, 8, 128, 3072, 151669, tied=True,
+                                           qk_norm=True),
 }
 
 
@@ -166,7 +168,8 @@ def spec_from_hf_config(name: str, data: Mapping) -> ModelSpec:
     return ModelSpec(name, int(data["num_hidden_layers"]), hidden, heads,
                      int(data.get("num_key_value_heads") or heads), int(data.get("head_dim") or hidden // heads),
                      int(data.get("intermediate_size") or 4 * hidden), int(data["vocab_size"]),
-                     bool(data.get("tie_word_embeddings", False)))
+                     bool(data.get("tie_word_embeddings", False)),
+                     qk_norm=str(data.get("model_type", "")).startswith("qwen3"))
 
 
 def model_spec(cfg: Mapping, name: str) -> ModelSpec | None:
@@ -368,11 +371,12 @@ TRAIN_FILES = {"sft_skeleton": ("sft", "skeleton.train.parquet"), "sft_skin": ("
                "dhrcl": ("kodcode", "train.parquet")}
 
 
-def plan_rows(cfg: Mapping, key: str) -> tuple[int | None, str]:
-    """Training rows of a job (key: sft_skeleton, sft_skin, skeleton_rl, skin_rl, dhrcl) and their source."""
+def plan_rows(cfg: Mapping, key: str, *, use_files: bool = True) -> tuple[int | None, str]:
+    """Training rows of a job (key: sft_skeleton, sft_skin, skeleton_rl, skin_rl, dhrcl) and their source: the
+    built Parquet file's row count (unless not ``use_files``), else ``budget.expected_rows``."""
     folder, name = TRAIN_FILES[key]
     path = Path(cfg.get("results_dir", "results")) / "data" / folder / name
-    rows = _parquet_rows([path])
+    rows = _parquet_rows([path]) if use_files else None
     if rows is not None:
         return rows, str(path)
     expected = ((cfg.get("budget") or {}).get("expected_rows") or {}).get(key)
@@ -397,8 +401,8 @@ def _rl_flops(P: float, s: Mapping) -> tuple[float, float]:
 
 
 def _job(cfg: Mapping, run: str, stage: str, path: str, s: Mapping, model: str, rows_key: str, kind: str,
-         gpu_gb: float | None) -> dict:
-    rows, source = plan_rows(cfg, rows_key)
+         gpu_gb: float | None, use_files: bool = True) -> dict:
+    rows, source = plan_rows(cfg, rows_key, use_files=use_files)
     world = _world(cfg, s)
     steps = step_plan(s, rows, kind=kind, world=world)
     spec = model_spec(cfg, model)
@@ -462,7 +466,7 @@ def curriculum_plan(cfg: Mapping, run: str) -> dict:
             "total_steps": total}
 
 
-def plan_jobs(cfg: Mapping) -> list[dict]:
+def plan_jobs(cfg: Mapping, *, use_files: bool = True) -> list[dict]:
     """One entry per training job of the plan."""
     gpu_gb, _ = gpu_memory_gb(cfg)
     jobs = []
@@ -470,23 +474,25 @@ def plan_jobs(cfg: Mapping) -> list[dict]:
     imports = sft.get("import") or {}
     for which in ("skeleton", "skin"):
         if sft and not imports.get(which):
-            jobs.append(_job(cfg, f"sft_{which}", "sft", "sft", sft, "base", f"sft_{which}", "sft", gpu_gb))
+            jobs.append(_job(cfg, f"sft_{which}", "sft", "sft", sft, "base", f"sft_{which}", "sft", gpu_gb, use_files))
     for stage in RL_STAGES:
         s = cfg.get(stage)
         if s and not s.get("import"):
-            jobs.append(_job(cfg, stage, stage, stage, s, "base", stage, "rl", gpu_gb))
+            jobs.append(_job(cfg, stage, stage, stage, s, "base", stage, "rl", gpu_gb, use_files))
     d = cfg.get("dhrcl") or {}
     if d.get("training") and not d["training"].get("import"):
         from codegrpo.verl.dhrcl import run_name
 
         for run in [run_name(v, sd) for v in d.get("runs") or [] for sd in d.get("seeds") or [0]]:
             jobs.append(_job(cfg, run, "dhrcl", "dhrcl.training", d["training"], d.get("init", "base"), "dhrcl",
-                             "rl", gpu_gb))
+                             "rl", gpu_gb, use_files))
     return jobs
 
 
-def build_budget(cfg: Mapping) -> dict:
-    jobs = plan_jobs(cfg)
+def build_budget(cfg: Mapping, *, use_files: bool = True) -> dict:
+    """The budget of the plan (``use_files=False``: rows from ``budget.expected_rows`` even where the data stage
+    has built its files, as for the checked-in paper table)."""
+    jobs = plan_jobs(cfg, use_files=use_files)
     gpu_gb, gpu_source = gpu_memory_gb(cfg)
     disk = sum(j.get("disk_gb") or 0.0 for j in jobs)
     hours = sum(j.get("gpu_hours") or 0.0 for j in jobs)
@@ -592,10 +598,10 @@ def budget_markdown(budget: Mapping, *, command: str | None = None) -> str:
 
 
 def write_budget(cfg: Mapping, out_json: str | os.PathLike, out_md: str | os.PathLike, *,
-                 command: str | None = None) -> dict:
+                 command: str | None = None, use_files: bool = True) -> dict:
     from codegrpo.io import atomic_open, write_json
 
-    budget = build_budget(cfg)
+    budget = build_budget(cfg, use_files=use_files)
     write_json(out_json, budget)
     with atomic_open(out_md) as fh:
         fh.write(budget_markdown(budget, command=command))
@@ -608,12 +614,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="config.yaml")
     ap.add_argument("--md", default="results/budget.md")
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=None, help="default: the --md path with .json")
+    ap.add_argument("--data", action="store_true",
+                    help="rows from the built Parquet files under results_dir where they exist (default: "
+                         "budget.expected_rows, the plan before any data is built)")
     args = ap.parse_args(argv)
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, check_files=False)
     out_json = args.json or str(Path(args.md).with_suffix(".json"))
-    budget = write_budget(cfg, out_json, args.md,
-                          command=f"python -m codegrpo.budget --config {args.config} --md {args.md}")
+    cmd = f"python -m codegrpo.budget --config {args.config} --md {args.md}" + (" --data" if args.data else "")
+    budget = write_budget(cfg, out_json, args.md, command=cmd, use_files=args.data)
     print(budget_markdown(budget))
     return 1 if budget["problems"] else 0
 

@@ -291,6 +291,7 @@ def grpo_launch(
         "trainer.default_local_dir": str(run_dir / "checkpoints"),
         "trainer.resume_mode": "auto",
         "trainer.max_actor_ckpt_to_keep": s["max_checkpoints_to_keep"],
+        "trainer.max_critic_ckpt_to_keep": s["max_checkpoints_to_keep"],  # GRPO has no critic; kept in step
         "++data.seed": cfg.get("seed", 0),
         "codegrpo.device": device,
         "codegrpo.run_dir": str(run_dir),
