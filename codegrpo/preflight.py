@@ -13,6 +13,8 @@ problems found at once. The checks:
   (:func:`check_offline`, with :mod:`codegrpo.hub`; ``snakemake prefetch`` fills the cache);
 * the wandb logger without ``WANDB_API_KEY`` or ``WANDB_MODE`` (:func:`check_wandb`);
 * prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`);
+* the installed verl must be the version the adapter is written for (:func:`check_verl_version`): verl >= 0.9
+  silently ignores the reward keys this adapter writes, so a wrong version is refused before a job starts;
 * the plan-time budget (:mod:`codegrpo.budget`): steps the data cannot supply, GPU memory over the configured
   GPU's, disk over ``cluster.scratch_quota`` (:func:`check_budget`).
 """
@@ -29,6 +31,7 @@ from codegrpo.contracts import RL_STAGES
 __all__ = [
     "PreflightError",
     "check_budget",
+    "check_verl_version",
     "check_lengths",
     "check_offline",
     "check_partition",
@@ -192,6 +195,19 @@ def check_lengths(cfg: Mapping, stage: str, model_dir: str | os.PathLike) -> lis
     return []
 
 
+def check_verl_version(version: str | None = None) -> list[str]:
+    """The installed verl (or ``version``) against :data:`codegrpo.verl.VERL_VERSION`."""
+    from codegrpo.verl import VERL_VERSION, installed_verl_version
+
+    found = installed_verl_version() if version is None else version
+    if found != VERL_VERSION:
+        return [f"verl {found or 'is not installed'}{'' if not found else ' is installed'}: the adapter "
+                f"(codegrpo/verl/) is written for verl {VERL_VERSION} (its config keys, reward and trainer "
+                f"classes; newer verl ignores some of them silently); install verl=={VERL_VERSION} "
+                f"(envs/*.yaml, scripts/setup.sh)"]
+    return []
+
+
 def check_budget(cfg: Mapping) -> list[str]:
     """The plan-time budget's problems (:func:`codegrpo.budget.budget_problems`), each naming the number and the
     config key to change."""
@@ -211,5 +227,5 @@ def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.Pat
                  env: Mapping[str, str] | None = None) -> None:
     """A training job's checks before it loads a model: the config checks plus rows and lengths."""
     env = os.environ if env is None else env
-    raise_problems(check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
-           + check_rows(cfg, stage, rows, files=files) + check_lengths(cfg, stage, model_dir))
+    raise_problems(check_verl_version() + check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
+                   + check_rows(cfg, stage, rows, files=files) + check_lengths(cfg, stage, model_dir))

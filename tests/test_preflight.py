@@ -147,3 +147,22 @@ def test_plan_time_topology_error_stops_the_dry_run(tmp_path):
                           capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "offline"})
     assert proc.returncode != 0
     assert "skin_rl.tensor_model_parallel_size = 3 does not divide" in proc.stdout + proc.stderr
+
+
+def test_verl_version_is_checked_before_a_job_starts(tmp_path, monkeypatch):
+    """The adapter is written for verl 0.4.1; another version (0.9 ignores the reward keys it writes) is refused
+    by the job's preflight, naming the version to install."""
+    from codegrpo import verl as adapter
+
+    assert adapter.installed_verl_version() == adapter.VERL_VERSION == "0.4.1"
+    assert preflight.check_verl_version() == []
+    (problem,) = preflight.check_verl_version("0.9.0")
+    assert "verl 0.9.0 is installed" in problem and "verl==0.4.1" in problem
+    assert "not installed" in preflight.check_verl_version("")[0]
+    # the job's checks (stage_checks, run before the model loads) refuse an environment with the wrong verl
+    monkeypatch.setattr(adapter, "installed_verl_version", lambda: "0.9.0")
+    cfg = {"device": "cpu", "cluster": {}, "dhrcl": {"training": {"train_batch_size": 4, "logger": ["console"],
+                                                                    "max_prompt_length": 8,
+                                                                    "max_response_length": 8}}}
+    with pytest.raises(preflight.PreflightError, match="verl==0.4.1"):
+        preflight.stage_checks(cfg, "dhrcl", rows=8, model_dir=tmp_path, env={})
