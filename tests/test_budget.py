@@ -252,3 +252,18 @@ def test_checked_in_paper_budget_is_current(paper_cfg, tmp_path):
     want = budget.budget_markdown(budget.build_budget(paper_cfg, use_files=False), command=cmd)
     assert (ROOT / "docs" / "budget-paper.md").read_text(encoding="utf-8") == want
     assert not math.isnan(budget.build_budget(cfg)["totals"]["gpu_hours"])
+
+
+def test_paper_embedding_server_bounds_its_context_and_skips_cuda_graphs(paper_cfg):
+    """vLLM's embedding server took Qwen3-Embedding's 32k max_model_len (a profiling run that does not fit 10 % of
+    a GPU under ~64 GB) and captured CUDA graphs beside training; the paper command bounds both."""
+    import re
+    import shlex
+
+    argv = shlex.split(paper_cfg["embedding"]["server_command"])
+    assert "--enforce-eager" in argv
+    max_len = int(argv[argv.index("--max-model-len") + 1])
+    s = paper_cfg["skin_rl"]
+    assert s["max_prompt_length"] + s["max_response_length"] <= max_len < 32768
+    assert budget.server_memory_fraction(paper_cfg["embedding"]) == 0.1
+    assert re.search(r"--gpu-memory-utilization 0\.1\b", paper_cfg["embedding"]["server_command"])
