@@ -293,6 +293,9 @@ def grpo_launch(
         "trainer.max_actor_ckpt_to_keep": s["max_checkpoints_to_keep"],
         "trainer.max_critic_ckpt_to_keep": s["max_checkpoints_to_keep"],  # GRPO has no critic; kept in step
         "++data.seed": cfg.get("seed", 0),
+        # vLLM's sampling seed (verl 0.4.1 reads rollout.get("seed", 0)): without it every seed's rollouts share
+        # the sampler's seed 0 and the runs of a variant differ only in data order
+        f"++{ar}.rollout.seed": cfg.get("seed", 0),
         "codegrpo.device": device,
         "codegrpo.run_dir": str(run_dir),
         "codegrpo.metrics_file": str(run_dir / "metrics.jsonl"),
