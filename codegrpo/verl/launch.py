@@ -278,6 +278,9 @@ def grpo_launch(
         "custom_reward_function.path": str(Path(reward_path or REWARD_ENTRY).resolve()),
         "custom_reward_function.name": reward["function"],
         "reward_model.reward_manager": reward["manager"],
+        # the reward runs in the TaskRunner, pinned to the job's node where the run's services listen on 127.0.0.1
+        # (codegrpo.verl.trainer.task_runner_options); verl's async reward task could land on any node
+        "reward_model.launch_reward_fn_async": False,
         "trainer.project_name": s["project_name"],
         "trainer.experiment_name": run,
         "trainer.logger": s["logger"],

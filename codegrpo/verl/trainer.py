@@ -217,6 +217,15 @@ def ray_init_kwargs(cfg) -> dict:
     return kwargs
 
 
+def task_runner_options(node_id: str) -> dict:
+    """Ray options of the TaskRunner: pinned (hard affinity) to the driver's node ``node_id``. The reward runs in
+    the TaskRunner and reaches the run's services (the embedding server) at 127.0.0.1 of the job's node, where
+    the driver runs; Ray would otherwise place the TaskRunner on any node of a multi-node cluster."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)}
+
+
 def main(argv: list[str] | None = None) -> None:
     from codegrpo.verl.launch import compose
 
@@ -226,7 +235,8 @@ def main(argv: list[str] | None = None) -> None:
         ray.init(**ray_init_kwargs(cfg))
         started = True
     try:
-        ray.get(ProjectTaskRunner.remote().run.remote(cfg))
+        runner = ProjectTaskRunner.options(**task_runner_options(ray.get_runtime_context().get_node_id()))
+        ray.get(runner.remote().run.remote(cfg))
     finally:
         if started:
             ray.shutdown()
