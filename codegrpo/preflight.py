@@ -15,6 +15,8 @@ problems found at once. The checks:
 * prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`);
 * the installed verl must be the version the adapter is written for (:func:`check_verl_version`): verl >= 0.9
   silently ignores the reward keys this adapter writes, so a wrong version is refused before a job starts;
+* a Qwen3 DHRCL model needs ``dhrcl.enable_thinking`` set (:func:`check_thinking`): the thinking mode must be
+  chosen, and it is then the same in training and evaluation;
 * the plan-time budget (:mod:`codegrpo.budget`): steps the data cannot supply, GPU memory over the configured
   GPU's, disk over ``cluster.scratch_quota`` (:func:`check_budget`).
 """
@@ -31,6 +33,7 @@ from codegrpo.contracts import RL_STAGES
 __all__ = [
     "PreflightError",
     "check_budget",
+    "check_thinking",
     "check_verl_version",
     "check_lengths",
     "check_offline",
@@ -208,6 +211,21 @@ def check_verl_version(version: str | None = None) -> list[str]:
     return []
 
 
+def check_thinking(cfg: Mapping) -> list[str]:
+    """DHRCL runs from a Qwen3 model must choose the thinking mode (``dhrcl.enable_thinking``): the template's
+    default is on, which the paper's response lengths do not leave room for."""
+    d = cfg.get("dhrcl")
+    if not isinstance(d, Mapping) or "init" not in d:
+        return []
+    init = d["init"] if d["init"] != "base" else (cfg.get("model") or {}).get("base", "")
+    name = str(init).lower()
+    if "qwen3" in name and "embedding" not in name and d.get("enable_thinking") is None:
+        return [f"dhrcl.init = {init} is a Qwen3 model but dhrcl.enable_thinking is unset (the chat template "
+                f"would think by default); set dhrcl.enable_thinking: false or true (used in training and "
+                f"evaluation alike)"]
+    return []
+
+
 def check_budget(cfg: Mapping) -> list[str]:
     """The plan-time budget's problems (:func:`codegrpo.budget.budget_problems`), each naming the number and the
     config key to change."""
@@ -220,7 +238,7 @@ def plan_checks(cfg: Mapping, *, executor: str | None = None, env: Mapping[str, 
     """Every check that needs only the config and the environment; raise :class:`PreflightError`."""
     env = os.environ if env is None else env
     raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env) + check_wandb(cfg, env)
-                   + check_budget(cfg))
+                   + check_thinking(cfg) + check_budget(cfg))
 
 
 def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.PathLike, files: str = "",
@@ -228,4 +246,4 @@ def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.Pat
     """A training job's checks before it loads a model: the config checks plus rows and lengths."""
     env = os.environ if env is None else env
     raise_problems(check_verl_version() + check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
-                   + check_rows(cfg, stage, rows, files=files) + check_lengths(cfg, stage, model_dir))
+                   + (check_thinking(cfg) if stage == "dhrcl" else []) + check_rows(cfg, stage, rows, files=files) + check_lengths(cfg, stage, model_dir))

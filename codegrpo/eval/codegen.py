@@ -345,7 +345,8 @@ def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldou
 def sampling_settings(settings) -> dict:
     """The sampling a result or samples file states."""
     return {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
-            "max_new_tokens": settings.max_new_tokens}
+            "max_new_tokens": settings.max_new_tokens,
+            "chat_template_kwargs": dict(getattr(settings, "chat_template_kwargs", None) or {})}
 
 
 def run_model_benchmarks(run: str, model_dir: str | os.PathLike, results: Mapping[str, str | os.PathLike],

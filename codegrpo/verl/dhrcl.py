@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from codegrpo.contracts import KODCODE
+from codegrpo.contracts import KODCODE, chat_template_kwargs
 from codegrpo.curriculum import CurriculumConfig, CurriculumController
 
 log = logging.getLogger(__name__)
@@ -338,6 +338,7 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
         f"+{ar}.actor.policy_loss.dhrcl_w_max={fmt(float(tw['w_max']))}",
         f"codegrpo.validate_callbacks={fmt(['codegrpo.verl.dhrcl:on_validate'])}",
         f"codegrpo.step_callbacks={fmt(['codegrpo.verl.dhrcl:on_step'])}",
+        f"codegrpo.chat_template_kwargs={fmt(chat_template_kwargs(cfg))}",
     ]
     if vdef["token_weights"] != "none":
         ov.append(f"{ar}.model.external_lib=codegrpo.verl.losses")

@@ -171,6 +171,29 @@ class ProjectTrainer(RayPPOTrainer):
             tracking.Tracking = original
 
 
+def patch_driver_tokenizer(kwargs: dict) -> None:
+    """Make ``verl.utils.hf_tokenizer`` return tokenizers whose ``apply_chat_template`` passes ``kwargs``.
+
+    verl 0.4.1's ``TaskRunner.run`` builds the tokenizer that templates every dataset prompt (and filters the
+    overlong ones) with ``from verl.utils import hf_tokenizer``; the evaluation templates its prompts with the
+    same switches (``codegrpo.contracts.chat_template_kwargs``, e.g. Qwen3's ``enable_thinking``). verl's
+    ``custom_chat_template`` reaches only the workers' tokenizers, not the dataset's."""
+    import verl.utils
+
+    from codegrpo.contracts import with_template_kwargs
+
+    base = getattr(verl.utils.hf_tokenizer, "_codegrpo_base", verl.utils.hf_tokenizer)
+    if not kwargs:
+        verl.utils.hf_tokenizer = base
+        return
+
+    def hf_tokenizer(*args, **kw):
+        return with_template_kwargs(base(*args, **kw), kwargs)
+
+    hf_tokenizer._codegrpo_base = base
+    verl.utils.hf_tokenizer = hf_tokenizer
+
+
 @ray.remote(num_cpus=1)
 class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
     """verl's TaskRunner with :class:`ProjectTrainer` and the configured driver plug-ins."""
@@ -178,6 +201,7 @@ class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
     def run(self, config):
         for mod in config.get("codegrpo", {}).get("plugins", []) or []:
             importlib.import_module(mod)
+        patch_driver_tokenizer(dict(config.get("codegrpo", {}).get("chat_template_kwargs") or {}))
         # TaskRunner.run looks RayPPOTrainer up in the globals of its own function object
         super().run.__func__.__globals__["RayPPOTrainer"] = ProjectTrainer
         return super().run(config)
