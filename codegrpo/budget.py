@@ -451,7 +451,9 @@ def curriculum_plan(cfg: Mapping, run: str) -> dict:
     """The step at which each curriculum cap (or fixed schedule) fires for DHRCL run ``run``."""
     from codegrpo.verl.dhrcl import curriculum_config, resolve_variant
 
-    variant = run.removeprefix("dhrcl-").rsplit("-seed", 1)[0]
+    from codegrpo.verl.dhrcl import plan_runs
+
+    variant = plan_runs(cfg)[run]["variant"]
     dcfg = cfg["dhrcl"]
     total = int(dcfg["training"]["total_training_steps"])
     vdef = resolve_variant(dcfg, variant)
@@ -481,11 +483,17 @@ def plan_jobs(cfg: Mapping, *, use_files: bool = True) -> list[dict]:
             jobs.append(_job(cfg, stage, stage, stage, s, "base", stage, "rl", gpu_gb, use_files))
     d = cfg.get("dhrcl") or {}
     if d.get("training") and not d["training"].get("import"):
-        from codegrpo.verl.dhrcl import run_name
+        from codegrpo.verl.dhrcl import model_cfg, plan_runs
 
-        for run in [run_name(v, sd) for v in d.get("runs") or [] for sd in d.get("seeds") or [0]]:
-            jobs.append(_job(cfg, run, "dhrcl", "dhrcl.training", d["training"], d.get("init", "base"), "dhrcl",
-                             "rl", gpu_gb, use_files))
+        for run, r in plan_runs(cfg).items():
+            mcfg = model_cfg(cfg, r["model"])
+            job = _job(mcfg, run, "dhrcl", "dhrcl.training", mcfg["dhrcl"]["training"], r["init"], "dhrcl", "rl",
+                       gpu_gb, use_files)
+            if r["model"] is not None:  # the keys this size overrides are changed in its own entry
+                entry = next(m for m in d["models"] if m["name"] == r["model"])
+                job["overrides"] = {"path": f"dhrcl.models[{r['model']}].training",
+                                    "keys": sorted((entry.get("training") or {}).keys())}
+            jobs.append(job)
     return jobs
 
 
@@ -506,23 +514,31 @@ def build_budget(cfg: Mapping, *, use_files: bool = True) -> dict:
     return out
 
 
+def _key(job: Mapping, key: str) -> str:
+    """The config key that sets ``key`` for ``job`` (a model size's own entry when it overrides it)."""
+    o = job.get("overrides")
+    return f"{o['path']}.{key}" if o and key in o["keys"] else f"{job['section']}.{key}"
+
+
 def budget_problems(budget: Mapping) -> list[str]:
     """What cannot run as planned, each with the number and the key to change."""
     problems = []
     for j in budget["jobs"]:
-        p, run = j["section"], j["run"]
+        run = j["run"]
         if j.get("batches_per_epoch") == 0:
             problems.append(
-                f"{run}: {j['rows']} training rows ({j['rows_source']}) fill no batch of {p}.train_batch_size = "
-                f"{j['train_batch_size']}" + (f" over {j['world']} GPUs" if j["kind"] == "sft" else "")
-                + f"; lower {p}.train_batch_size to at most {j['rows']} or configure more data")
+                f"{run}: {j['rows']} training rows ({j['rows_source']}) fill no batch of "
+                f"{_key(j, 'train_batch_size')} = {j['train_batch_size']}"
+                + (f" over {j['world']} GPUs" if j["kind"] == "sft" else "")
+                + f"; lower {_key(j, 'train_batch_size')} to at most {j['rows']} or configure more data")
         m = j.get("memory")
         if m and m.get("fits") is False:
-            hint = (f"set {p}.gradient_checkpointing: true" if not m["gradient_checkpointing"]
-                    else f"lower {p}.ppo_micro_batch_size_per_gpu" if j["kind"] == "rl"
-                    else f"lower {p}.micro_batch_size_per_gpu")
+            hint = (f"set {_key(j, 'gradient_checkpointing')}: true" if not m["gradient_checkpointing"]
+                    else f"lower {_key(j, 'ppo_micro_batch_size_per_gpu')}" if j["kind"] == "rl"
+                    else f"lower {_key(j, 'micro_batch_size_per_gpu')}")
             if j["kind"] == "rl" and m.get("rollout_peak_gb", 0) >= m["train_peak_gb"]:
-                hint = f"lower {p}.gpu_memory_utilization (rollout engine {m['rollout_engine_gb']:.1f} GB)"
+                hint = (f"lower {_key(j, 'gpu_memory_utilization')} (rollout engine "
+                        f"{m['rollout_engine_gb']:.1f} GB)")
             problems.append(
                 f"{run}: about {m['peak_gb']:.1f} GB per GPU (training {m['train_peak_gb']:.1f}"
                 + (f", rollout {m['rollout_peak_gb']:.1f}" if "rollout_peak_gb" in m else "")

@@ -74,6 +74,20 @@ def training_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
     return out
 
 
+TOPOLOGY_KEYS = ("nnodes", "n_gpus_per_node", "tensor_model_parallel_size", "train_batch_size", "n",
+                 "ppo_mini_batch_size")
+
+
+def model_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
+    """The DHRCL model sizes (``dhrcl.models``) whose training overrides touch the topology: ``dhrcl:<name>`` ->
+    (config path of the overrides, dhrcl.training with them)."""
+    d = cfg.get("dhrcl")
+    if not isinstance(d, Mapping) or not isinstance(d.get("training"), Mapping):
+        return {}
+    return {f"dhrcl:{m['name']}": (f"dhrcl.models[{m['name']}].training", {**d["training"], **(m.get("training") or {})})
+            for m in d.get("models") or [] if set(m.get("training") or {}) & set(TOPOLOGY_KEYS)}
+
+
 def _imported(stage: str, section: Mapping) -> bool:
     imp = section.get("import")
     if stage == "sft":
@@ -86,7 +100,7 @@ def check_topology(cfg: Mapping) -> list[str]:
     if cfg["device"] == "cpu":
         return []
     problems = []
-    for stage, (path, s) in training_sections(cfg).items():
+    for stage, (path, s) in {**training_sections(cfg), **model_sections(cfg)}.items():
         if _imported(stage, s):
             continue
         nodes, per_node = int(s.get("nnodes", 1)), int(s.get("n_gpus_per_node", 1))
@@ -215,14 +229,17 @@ def check_thinking(cfg: Mapping) -> list[str]:
     """DHRCL runs from a Qwen3 model must choose the thinking mode (``dhrcl.enable_thinking``): the template's
     default is on, which the paper's response lengths do not leave room for."""
     d = cfg.get("dhrcl")
-    if not isinstance(d, Mapping) or "init" not in d:
+    if not isinstance(d, Mapping) or "init" not in d or d.get("enable_thinking") is not None:
         return []
-    init = d["init"] if d["init"] != "base" else (cfg.get("model") or {}).get("base", "")
-    name = str(init).lower()
-    if "qwen3" in name and "embedding" not in name and d.get("enable_thinking") is None:
-        return [f"dhrcl.init = {init} is a Qwen3 model but dhrcl.enable_thinking is unset (the chat template "
-                f"would think by default); set dhrcl.enable_thinking: false or true (used in training and "
-                f"evaluation alike)"]
+    inits = ([(f"dhrcl.models[{m['name']}].init", m["init"]) for m in d.get("models") or []]
+             or [("dhrcl.init", d["init"])])
+    for key, init in inits:
+        init = init if init != "base" else (cfg.get("model") or {}).get("base", "")
+        name = str(init).lower()
+        if "qwen3" in name and "embedding" not in name:
+            return [f"{key} = {init} is a Qwen3 model but dhrcl.enable_thinking is unset (the chat template "
+                    f"would think by default); set dhrcl.enable_thinking: false or true (used in training and "
+                    f"evaluation alike)"]
     return []
 
 

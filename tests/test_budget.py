@@ -88,13 +88,14 @@ def test_verl_loop_reaches_the_step_budget_with_the_derived_epochs():
 def test_paper_dhrcl_plan_reaches_500_steps(paper_cfg, tmp_path):
     b = budget.build_budget(_cfg(paper_cfg, tmp_path))
     dh = [j for j in b["jobs"] if j["stage"] == "dhrcl"]
-    assert len(dh) == len(paper_cfg["dhrcl"]["runs"]) * len(paper_cfg["dhrcl"]["seeds"])
+    seeds = len(paper_cfg["dhrcl"]["seeds"])
+    assert len(dh) == (len(paper_cfg["dhrcl"]["runs"]) + 2 + 2) * seeds  # 8B: every variant; 4B, 14B: two
     for j in dh:
         assert (j["rows"], j["batches_per_epoch"], j["epochs"], j["total_steps"], j["reachable"]) == (
             9000, 70, 8, 500, True), j
-    full = next(j for j in dh if j["run"] == "dhrcl-full-seed0")
+    full = next(j for j in dh if j["run"] == "dhrcl-Qwen3-8B-full-seed0")
     assert full["curriculum"]["stage2_by_step"] == 150 and full["curriculum"]["stage3_by_step"] == 300
-    fixed = next(j for j in dh if j["run"] == "dhrcl-fixed_schedule-seed0")
+    fixed = next(j for j in dh if j["run"] == "dhrcl-Qwen3-8B-fixed_schedule-seed0")
     assert fixed["curriculum"]["kind"] == "fixed" and fixed["curriculum"]["stage3_by_step"] == 300
     assert b["problems"] == []
 
@@ -148,7 +149,7 @@ def test_every_paper_rl_stage_keeps_a_bounded_number_of_checkpoints(paper_cfg, t
     for j in b["jobs"]:
         if j["kind"] == "rl":
             assert j["checkpoints_kept"] == 2 and j["saves"] > 2
-    full = next(j for j in b["jobs"] if j["run"] == "dhrcl-full-seed0")
+    full = next(j for j in b["jobs"] if j["run"] == "dhrcl-Qwen3-8B-full-seed0")
     # Qwen3-8B: 12 bytes/param (fp32 shards + Adam moments) x 8.19e9 = 98.3 GB; 2 kept + the 2-byte export
     assert full["checkpoint_gb"] == pytest.approx(12 * 8.19073536, rel=1e-6)
     assert full["disk_gb"] == pytest.approx(2 * 12 * 8.19073536 + 2 * 8.19073536, rel=1e-6)
@@ -267,3 +268,34 @@ def test_paper_embedding_server_bounds_its_context_and_skips_cuda_graphs(paper_c
     assert s["max_prompt_length"] + s["max_response_length"] <= max_len < 32768
     assert budget.server_memory_fraction(paper_cfg["embedding"]) == 0.1
     assert re.search(r"--gpu-memory-utilization 0\.1\b", paper_cfg["embedding"]["server_command"])
+
+
+def test_each_model_size_has_its_own_run_folders(paper_cfg, tmp_path):
+    """Qwen3-4B / 8B / 14B: the model is in the run name, so a second size never shares a folder with the first;
+    each size's runs get its init and its training overrides."""
+    from codegrpo.verl.dhrcl import model_cfg, plan_runs
+
+    runs = plan_runs(paper_cfg)
+    assert {r["model"] for r in runs.values()} == {"Qwen3-4B", "Qwen3-8B", "Qwen3-14B"}
+    assert {"dhrcl-Qwen3-4B-full-seed0", "dhrcl-Qwen3-8B-full-seed0", "dhrcl-Qwen3-14B-full-seed0"} <= set(runs)
+    assert runs["dhrcl-Qwen3-14B-full-seed2"] == {"variant": "full", "seed": 2, "model": "Qwen3-14B",
+                                                  "init": "Qwen/Qwen3-14B"}
+    big = model_cfg(paper_cfg, "Qwen3-14B")["dhrcl"]
+    assert big["init"] == "Qwen/Qwen3-14B" and big["training"]["tensor_model_parallel_size"] == 4
+    assert big["training"]["total_training_steps"] == 500  # the rest is dhrcl.training's
+    assert paper_cfg["dhrcl"]["training"]["tensor_model_parallel_size"] == 2
+    # without a model list: one model, run names as before
+    cfg = copy.deepcopy(paper_cfg)
+    cfg["dhrcl"]["models"] = []
+    assert set(plan_runs(cfg)) == {f"dhrcl-{v}-seed{s}" for v in cfg["dhrcl"]["runs"] for s in cfg["dhrcl"]["seeds"]}
+    cfg["dhrcl"]["models"] = [{"name": "a", "init": "x", "training": {"tensor_parallel": 2}}]
+    with pytest.raises(ValueError, match=r"dhrcl.models\[0\] \(a\).training: unknown key"):
+        plan_runs(cfg)
+
+
+def test_a_model_sizes_topology_is_checked_under_its_own_key(paper_cfg):
+    cfg = copy.deepcopy(paper_cfg)
+    cfg["dhrcl"]["models"][2]["training"]["tensor_model_parallel_size"] = 3
+    problems = preflight.check_topology(cfg)
+    assert any(p.startswith("dhrcl.models[Qwen3-14B].training.tensor_model_parallel_size = 3") for p in problems)
+    assert preflight.check_topology(paper_cfg) == []

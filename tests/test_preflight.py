@@ -85,7 +85,8 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     problems = preflight.check_offline(paper, env, cache_dir=str(cache), datasets_dir=str(tmp_path / "ds"))
     keys = [p.split(" = ")[0] for p in problems]
     # the models, then the datasets the data stages and the evaluation load from the hub (tests/test_hub.py)
-    assert keys == ["model.base", "dhrcl.init", "embedding.server_model_path", "data.generate.source.hub_id",
+    assert keys == ["model.base", "dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init",
+                    "dhrcl.models[Qwen3-14B].init", "embedding.server_model_path", "data.generate.source.hub_id",
                     "data.kodcode.source.hub_id", "evaluate.codegen.bigcodebench_full.source",
                     "evaluate.codegen.bigcodebench_hard.source", "evaluate.codegen.livecodebench.source"]
     paper = copy.deepcopy(paper)  # from here on: models only
@@ -94,7 +95,8 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     paper["evaluate"]["codegen"]["benchmarks"] = ["kodcode_heldout", "humaneval"]
     assert "huggingface-cli download LLM4Binary/llm4decompile-6.7b-v2" in problems[0]
     # the same ids in the cache layout huggingface_hub writes: found
-    for repo in ("LLM4Binary/llm4decompile-6.7b-v2", "Qwen/Qwen3-8B", "Qwen/Qwen3-Embedding-0.6B"):
+    for repo in ("LLM4Binary/llm4decompile-6.7b-v2", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B",
+                 "Qwen/Qwen3-Embedding-0.6B"):
         folder = cache / ("models--" + repo.replace("/", "--"))
         (folder / "snapshots" / "abc").mkdir(parents=True)
         (folder / "refs").mkdir()
@@ -105,7 +107,8 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     cfg = copy.deepcopy(paper)
     cfg["model"]["base"] = str(tmp_path)
     assert [p.split(" = ")[0] for p in preflight.check_offline(cfg, env, cache_dir=str(tmp_path / "x"))] == \
-        ["dhrcl.init", "embedding.server_model_path"]
+        ["dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init", "dhrcl.models[Qwen3-14B].init",
+         "embedding.server_model_path"]
     assert preflight.check_offline(paper, {}, cache_dir=str(tmp_path / "x")) == []
     # a job's config holds only its sections (rules/training_common.smk: device, seed, cluster, model + the
     # stage's): the SFT job checks the base model it loads and does not trip over the sections it lacks

@@ -73,5 +73,5 @@ def test_qwen3_without_a_thinking_choice_is_refused(repo_root):
     assert preflight.check_thinking(cfg) == []
     cfg["dhrcl"]["enable_thinking"] = None
     (problem,) = preflight.check_thinking(cfg)
-    assert "dhrcl.enable_thinking" in problem and "Qwen/Qwen3-8B" in problem
+    assert "dhrcl.enable_thinking" in problem and "dhrcl.models[Qwen3-4B].init = Qwen/Qwen3-4B" in problem
     assert preflight.check_thinking(load_config(repo_root / "config.yaml")) == []  # the tiny model: no switch
