@@ -84,7 +84,8 @@ def model_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
     d = cfg.get("dhrcl")
     if not isinstance(d, Mapping) or not isinstance(d.get("training"), Mapping):
         return {}
-    return {f"dhrcl:{m['name']}": (f"dhrcl.models[{m['name']}].training", {**d["training"], **(m.get("training") or {})})
+    return {f"dhrcl:{m['name']}": (f"dhrcl.models[{m['name']}].training",
+                                   {**d["training"], **(m.get("training") or {})})
             for m in d.get("models") or [] if set(m.get("training") or {}) & set(TOPOLOGY_KEYS)}
 
 
