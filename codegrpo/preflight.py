@@ -255,8 +255,8 @@ def check_budget(cfg: Mapping) -> list[str]:
 def plan_checks(cfg: Mapping, *, executor: str | None = None, env: Mapping[str, str] | None = None) -> None:
     """Every check that needs only the config and the environment; raise :class:`PreflightError`."""
     env = os.environ if env is None else env
-    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env) + check_wandb(cfg, env)
-                   + check_thinking(cfg) + check_budget(cfg))
+    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env)
+                   + check_wandb(cfg, env) + check_thinking(cfg) + check_budget(cfg))
 
 
 def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.PathLike, files: str = "",
@@ -264,4 +264,5 @@ def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.Pat
     """A training job's checks before it loads a model: the config checks plus rows and lengths."""
     env = os.environ if env is None else env
     raise_problems(check_verl_version() + check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
-                   + (check_thinking(cfg) if stage == "dhrcl" else []) + check_rows(cfg, stage, rows, files=files) + check_lengths(cfg, stage, model_dir))
+                   + (check_thinking(cfg) if stage == "dhrcl" else []) + check_rows(cfg, stage, rows, files=files)
+                   + check_lengths(cfg, stage, model_dir))

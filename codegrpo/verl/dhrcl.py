@@ -427,7 +427,8 @@ def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[
     hook = DhrclHook(variant)
     run_dir = Path(run_dir).resolve()
     settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model),
-                                   train_files=train_files, val_files=val_files, init_model=init_model, run_dir=run_dir, hook=hook)
+                                   train_files=train_files, val_files=val_files, init_model=init_model,
+                                   run_dir=run_dir, hook=hook)
     stages.prepare_run_dir(run_dir, settings)
     return stages.settings_launch(cfg, settings, run_dir, hook=hook)
 
