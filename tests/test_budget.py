@@ -299,3 +299,16 @@ def test_a_model_sizes_topology_is_checked_under_its_own_key(paper_cfg):
     problems = preflight.check_topology(cfg)
     assert any(p.startswith("dhrcl.models[Qwen3-14B].training.tensor_model_parallel_size = 3") for p in problems)
     assert preflight.check_topology(paper_cfg) == []
+
+
+def test_resume_prunes_the_previous_attempts_checkpoints(tmp_path):
+    """verl rotates only what the running process wrote: a resumed run (with retention) keeps just the checkpoint
+    it resumes from, removing older ones and an incomplete newer save of the killed attempt."""
+    from codegrpo.verl import checkpoints
+
+    ckpt = tmp_path / "checkpoints"
+    for step in (25, 50, 75):
+        (ckpt / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (ckpt / checkpoints.LATEST_FILE).write_text("50")
+    assert checkpoints.prune_for_resume(ckpt) == [25, 75]
+    assert list(checkpoints.step_dirs(ckpt)) == [50] and checkpoints.latest_step(ckpt) == 50

@@ -344,6 +344,10 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
         preflight.stage_checks(cfg, stage, rows=rows, model_dir=init_model, files=str(train_files))
     launch = settings_launch(cfg, settings, run_dir, env=env, reward_path=reward_path, hook=hook)
     launch.overrides.append(epochs_override(cfg, section, rows, kind="rl"))
+    if mode == "resume" and section.get("max_checkpoints_to_keep"):
+        removed = checkpoints.prune_for_resume(run_dir / "checkpoints")
+        if removed:
+            log.info("%s: removed the previous attempt's checkpoints %s (max_checkpoints_to_keep)", run, removed)
     with run_services(settings, run_dir):
         _run_launch(launch, run_dir)
     ckpt_dir = run_dir / "checkpoints"
