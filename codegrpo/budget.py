@@ -497,6 +497,55 @@ def plan_jobs(cfg: Mapping, *, use_files: bool = True) -> list[dict]:
     return jobs
 
 
+def eval_memory(spec: ModelSpec, ev: Mapping, max_new_tokens: int, gpu_gb: float | None,
+                mem: MemoryModel = MEMORY) -> dict:
+    """One vLLM evaluation engine: its share of the GPU, the bf16 weights per tensor-parallel rank, and the KV
+    cache's capacity against ``max_model_len`` (vLLM refuses to start when one sequence does not fit)."""
+    v = ev.get("vllm") or {}
+    tp = int(v.get("tensor_parallel_size") or 1)
+    max_len = int(v.get("max_model_len") or (int(ev["max_prompt_tokens"]) + int(max_new_tokens)))
+    weights = mem.rollout_weight_bytes_per_param * spec.params / tp
+    out = {"weights_gb": weights / GB, "max_model_len": max_len, "gpu_gb": gpu_gb, "tensor_parallel_size": tp}
+    if gpu_gb:
+        engine = float(v.get("gpu_memory_utilization", 0.9)) * gpu_gb * GB
+        kv = max(0.0, engine - weights - 1.0 * GB)
+        tokens = int(kv / (spec.kv_bytes_per_token(mem) / tp))
+        out.update(engine_gb=engine / GB, kv_cache_tokens=tokens, fits=tokens >= max_len)
+    else:
+        out["fits"] = None
+    return out
+
+
+def plan_eval_jobs(cfg: Mapping) -> list[dict]:
+    """The GPU evaluation jobs (vLLM back-end): one code-generation job per DHRCL run, one decompilation job per
+    system (skeleton then skin, one engine at a time). Memory only; their GPU-hours are not estimated."""
+    ev = cfg.get("evaluate") or {}
+    if cfg["device"] == "cpu" or ev.get("backend") == "transformers" or not ev.get("vllm"):
+        return []
+    gpu_gb, _ = gpu_memory_gb(cfg)
+    jobs = []
+    gen = ev.get("codegen") or {}
+    d = cfg.get("dhrcl") or {}
+    if gen and d.get("training"):
+        from codegrpo.verl.dhrcl import plan_runs
+
+        runs = plan_runs(cfg)
+        for run in (gen.get("runs") or list(runs)):
+            r = runs.get(run)
+            init = r["init"] if r else d.get("init", "base")
+            spec = model_spec(cfg, init)
+            if spec:
+                jobs.append({"job": f"eval_codegen {run}", "model": cfg["model"]["base"] if init == "base" else init,
+                             "memory": eval_memory(spec, ev, int(gen.get("max_new_tokens", 512)), gpu_gb)})
+    dec = ev.get("decompile") or {}
+    spec = model_spec(cfg, "base")
+    if dec.get("systems") and spec:
+        m = eval_memory(spec, ev, int(dec.get("max_new_tokens", 512)), gpu_gb)
+        for s in dec["systems"]:
+            jobs.append({"job": f"eval_decompile_system {s['name']}", "model": cfg["model"]["base"], "memory": m})
+    return jobs
+
+
 def build_budget(cfg: Mapping, *, use_files: bool = True) -> dict:
     """The budget of the plan (``use_files=False``: rows from ``budget.expected_rows`` even where the data stage
     has built its files, as for the checked-in paper table)."""
@@ -506,7 +555,7 @@ def build_budget(cfg: Mapping, *, use_files: bool = True) -> dict:
     hours = sum(j.get("gpu_hours") or 0.0 for j in jobs)
     quota = (cfg.get("cluster") or {}).get("scratch_quota")
     out = {"device": cfg["device"], "gpu_memory_gb": gpu_gb, "gpu_memory_source": gpu_source,
-           "scratch_quota_gb": quota, "jobs": jobs,
+           "scratch_quota_gb": quota, "jobs": jobs, "eval_jobs": plan_eval_jobs(cfg),
            "totals": {"jobs": len(jobs), "disk_gb": disk, "gpu_hours": hours,
                       "steps": sum(j.get("total_steps") or 0 for j in jobs)},
            "memory_model": dataclasses.asdict(MEMORY), "throughput_model": dataclasses.asdict(THROUGHPUT)}
@@ -543,6 +592,14 @@ def budget_problems(budget: Mapping) -> list[str]:
                 f"{run}: about {m['peak_gb']:.1f} GB per GPU (training {m['train_peak_gb']:.1f}"
                 + (f", rollout {m['rollout_peak_gb']:.1f}" if "rollout_peak_gb" in m else "")
                 + f") exceeds the GPU's {m['gpu_gb']:.0f} GB ({budget['gpu_memory_source']}); {hint}")
+    for e in budget.get("eval_jobs") or []:
+        m = e["memory"]
+        if m.get("fits") is False:
+            problems.append(
+                f"{e['job']}: the vLLM engine's KV cache holds {m['kv_cache_tokens']} tokens, less than one "
+                f"sequence of max_model_len {m['max_model_len']} (weights {m['weights_gb']:.1f} GB of the engine's "
+                f"{m['engine_gb']:.1f} GB); raise evaluate.vllm.gpu_memory_utilization or "
+                f"evaluate.vllm.tensor_parallel_size, or lower evaluate.max_prompt_tokens")
     quota = budget.get("scratch_quota_gb")
     if quota and budget["totals"]["disk_gb"] > float(quota):
         problems.append(
@@ -605,6 +662,17 @@ def budget_markdown(budget: Mapping, *, command: str | None = None) -> str:
                 f"{'off' if m['gradient_checkpointing'] else 'on'}) | {m['logits_gb']:.1f} | "
                 f"{_f(m.get('rollout_engine_gb'))} | {_f(m.get('kv_cache_tokens'), '{:d}')} / "
                 f"{_f(m.get('rollout_tokens_per_engine'), '{:d}')} |")
+        lines.append("")
+    ev = budget.get("eval_jobs") or []
+    if ev:
+        lines += ["Evaluation jobs (vLLM, one engine at a time; memory only, GPU-hours not estimated):", "",
+                  "| job | model | weights GB / TP rank | engine GB | KV cache tokens | max_model_len | fits |",
+                  "|---|---|---|---|---|---|---|"]
+        for e in ev:
+            m = e["memory"]
+            fits = {True: "yes", False: "**NO**", None: "–"}[m.get("fits")]
+            lines.append(f"| {e['job']} | {e['model']} | {m['weights_gb']:.1f} | {_f(m.get('engine_gb'))} | "
+                         f"{_f(m.get('kv_cache_tokens'), '{:d}')} | {m['max_model_len']} | {fits} |")
         lines.append("")
     if budget["problems"]:
         lines += ["## Problems (the plan is refused)", ""] + [f"- {p}" for p in budget["problems"]] + [""]

@@ -312,3 +312,15 @@ def test_resume_prunes_the_previous_attempts_checkpoints(tmp_path):
     (ckpt / checkpoints.LATEST_FILE).write_text("50")
     assert checkpoints.prune_for_resume(ckpt) == [25, 75]
     assert list(checkpoints.step_dirs(ckpt)) == [50] and checkpoints.latest_step(ckpt) == 50
+
+
+def test_evaluation_engine_memory_by_hand_and_refused_when_a_sequence_does_not_fit(paper_cfg, tmp_path):
+    b = budget.build_budget(_cfg(paper_cfg, tmp_path))
+    e = next(e for e in b["eval_jobs"] if e["job"] == "eval_codegen dhrcl-Qwen3-8B-full-seed0")["memory"]
+    # 0.85 x 80 GB engine - 2 x 8.19e9 bf16 weights - 1 GB reserve, over 2 x 36 layers x 8 KV heads x 128 x 2 bytes
+    kv_per_token = 2 * 36 * 8 * 128 * 2
+    assert e["kv_cache_tokens"] == int((0.85 * 80e9 - 2 * 8.19073536e9 - 1e9) / kv_per_token)
+    assert e["max_model_len"] == 8192 + 2048 and e["fits"] is True
+    small = budget.build_budget(_cfg(paper_cfg, tmp_path, **{"cluster.gpu_memory_gb": 24}))
+    assert any(p.startswith("eval_codegen dhrcl-Qwen3-14B-full-seed0:")
+               and "evaluate.vllm.gpu_memory_utilization" in p for p in small["problems"])
