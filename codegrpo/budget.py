@@ -361,7 +361,10 @@ def sft_memory(spec: ModelSpec, s: Mapping, world: int, gpu_gb: float | None, me
 def _parquet_rows(paths: list[Path]) -> int | None:
     if not paths or not all(p.is_file() for p in paths):
         return None
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # an environment without pyarrow: the expected rows stand in
+        return None
 
     return sum(pq.read_metadata(p).num_rows for p in paths)
 
