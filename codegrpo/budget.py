@@ -645,8 +645,9 @@ def budget_markdown(budget: Mapping, *, command: str | None = None) -> str:
             f"{_f(m.get('train_peak_gb'))} | {_f(m.get('rollout_peak_gb'))} | {_f(m.get('gpu_gb'), '{:.0f}')} | "
             f"{fits} | {_f(j.get('gpu_hours'))} |")
     t = budget["totals"]
-    lines += ["", f"Totals: {t['jobs']} training jobs, {t['steps']} steps, about {t['disk_gb']:.0f} GB on disk at "
-                  f"peak (checkpoints kept + exported models), about {t['gpu_hours']:.0f} GPU-hours.", ""]
+    lines += ["", f"Totals: {t['jobs']} training jobs, {t['steps']} steps, about {t['disk_gb']:.0f} GB on disk once "
+                  f"every job has run (checkpoints kept + exported models), about {t['gpu_hours']:.0f} GPU-hours of "
+                  f"training.", ""]
     rl = [j for j in budget["jobs"] if j.get("memory") and j["kind"] == "rl"]
     if rl:
         lines += ["Memory per GPU (GB) of each distinct RL plan:", "",
@@ -684,12 +685,14 @@ def budget_markdown(budget: Mapping, *, command: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def write_budget(cfg: Mapping, out_json: str | os.PathLike, out_md: str | os.PathLike, *,
+def write_budget(cfg: Mapping, out_json: str | os.PathLike | None, out_md: str | os.PathLike, *,
                  command: str | None = None, use_files: bool = True) -> dict:
+    """``out_md`` (the tables) and ``out_json`` (everything, when given)."""
     from codegrpo.io import atomic_open, write_json
 
     budget = build_budget(cfg, use_files=use_files)
-    write_json(out_json, budget)
+    if out_json:
+        write_json(out_json, budget)
     with atomic_open(out_md) as fh:
         fh.write(budget_markdown(budget, command=command))
     return budget
@@ -701,15 +704,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="config.yaml")
     ap.add_argument("--md", default="results/budget.md")
-    ap.add_argument("--json", default=None, help="default: the --md path with .json")
+    ap.add_argument("--json", default=None, help="also write the whole budget as JSON there")
     ap.add_argument("--data", action="store_true",
                     help="rows from the built Parquet files under results_dir where they exist (default: "
                          "budget.expected_rows, the plan before any data is built)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config, check_files=False)
-    out_json = args.json or str(Path(args.md).with_suffix(".json"))
     cmd = f"python -m codegrpo.budget --config {args.config} --md {args.md}" + (" --data" if args.data else "")
-    budget = write_budget(cfg, out_json, args.md, command=cmd, use_files=args.data)
+    budget = write_budget(cfg, args.json, args.md, command=cmd, use_files=args.data)
     print(budget_markdown(budget))
     return 1 if budget["problems"] else 0
 
