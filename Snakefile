@@ -27,12 +27,14 @@ include: "rules/evaluate.smk"
 include: "rules/tables.smk"
 include: "rules/learning.smk"
 include: "rules/cluster.smk"
+include: "rules/budget.smk"
 
 
 # Light rules (seconds on one CPU, no GPU) run on the submitting host under the SLURM profile instead of
 # waiting in the queue; the stage target rules have no command and never become jobs.
 localrules:
     all,
+    budget,
     data,
     sft,
     skeleton_rl,

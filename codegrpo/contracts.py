@@ -27,7 +27,9 @@ __all__ = [
     "LEGACY_DATA_SOURCE_ALIASES",
     "RL_STAGES",
     "PYTHON_FENCE_TAGS",
+    "chat_template_kwargs",
     "extract_code",
+    "with_template_kwargs",
     "gcc_version",
 ]
 
@@ -61,6 +63,25 @@ RL_STAGES = ("skeleton_rl", "skin_rl")
 #: info strings (first word, case-insensitive) that mark a fenced block as Python
 PYTHON_FENCE_TAGS = frozenset({"python", "python3", "py", "py3"})
 _FENCE = re.compile(r"^[ \t]*```")
+
+
+def chat_template_kwargs(cfg) -> dict:
+    """Keyword arguments of every chat-template call of the DHRCL runs, in training and in evaluation alike:
+    ``{"enable_thinking": ...}`` from ``dhrcl.enable_thinking`` (Qwen3's thinking switch), {} when unset."""
+    value = (cfg.get("dhrcl") or {}).get("enable_thinking")
+    return {} if value is None else {"enable_thinking": bool(value)}
+
+
+def with_template_kwargs(tokenizer, kwargs: dict):
+    """``tokenizer`` whose ``apply_chat_template`` passes ``kwargs`` (explicit arguments of a call win)."""
+    if kwargs:
+        original = tokenizer.apply_chat_template
+
+        def apply_chat_template(*args, **kw):
+            return original(*args, **{**kwargs, **kw})
+
+        tokenizer.apply_chat_template = apply_chat_template
+    return tokenizer
 
 
 def _trim_blank_lines(lines: list[str]) -> str:

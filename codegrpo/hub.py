@@ -131,8 +131,11 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple]]:
         if (cfg.get(stage) or {}).get("import"):
             models.append((f"{stage}.import", cfg[stage]["import"]))
     dh = cfg.get("dhrcl") or {}
-    if dh.get("init") and dh["init"] != "base":
+    if dh.get("init") and dh["init"] != "base" and not dh.get("models"):
         models.append(("dhrcl.init", dh["init"]))
+    for m in dh.get("models") or []:
+        if m.get("init") and m["init"] != "base":
+            models.append((f"dhrcl.models[{m['name']}].init", m["init"]))
     if (dh.get("training") or {}).get("import"):
         models.append(("dhrcl.training.import", dh["training"]["import"]))
     emb = cfg.get("embedding") or {}

@@ -12,7 +12,13 @@ problems found at once. The checks:
 * models and datasets named by hub id that are not in the run's Hugging Face cache while ``HF_HUB_OFFLINE=1``
   (:func:`check_offline`, with :mod:`codegrpo.hub`; ``snakemake prefetch`` fills the cache);
 * the wandb logger without ``WANDB_API_KEY`` or ``WANDB_MODE`` (:func:`check_wandb`);
-* prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`).
+* prompt + response length over a local model's ``max_position_embeddings`` (:func:`check_lengths`);
+* the installed verl must be the version the adapter is written for (:func:`check_verl_version`): verl >= 0.9
+  silently ignores the reward keys this adapter writes, so a wrong version is refused before a job starts;
+* a Qwen3 DHRCL model needs ``dhrcl.enable_thinking`` set (:func:`check_thinking`): the thinking mode must be
+  chosen, and it is then the same in training and evaluation;
+* the plan-time budget (:mod:`codegrpo.budget`): steps the data cannot supply, GPU memory over the configured
+  GPU's, disk over ``cluster.scratch_quota`` (:func:`check_budget`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from codegrpo.contracts import RL_STAGES
 
 __all__ = [
     "PreflightError",
+    "check_budget",
+    "check_thinking",
+    "check_verl_version",
     "check_lengths",
     "check_offline",
     "check_partition",
@@ -65,6 +74,21 @@ def training_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
     return out
 
 
+TOPOLOGY_KEYS = ("nnodes", "n_gpus_per_node", "tensor_model_parallel_size", "train_batch_size", "n",
+                 "ppo_mini_batch_size")
+
+
+def model_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
+    """The DHRCL model sizes (``dhrcl.models``) whose training overrides touch the topology: ``dhrcl:<name>`` ->
+    (config path of the overrides, dhrcl.training with them)."""
+    d = cfg.get("dhrcl")
+    if not isinstance(d, Mapping) or not isinstance(d.get("training"), Mapping):
+        return {}
+    return {f"dhrcl:{m['name']}": (f"dhrcl.models[{m['name']}].training",
+                                   {**d["training"], **(m.get("training") or {})})
+            for m in d.get("models") or [] if set(m.get("training") or {}) & set(TOPOLOGY_KEYS)}
+
+
 def _imported(stage: str, section: Mapping) -> bool:
     imp = section.get("import")
     if stage == "sft":
@@ -77,7 +101,7 @@ def check_topology(cfg: Mapping) -> list[str]:
     if cfg["device"] == "cpu":
         return []
     problems = []
-    for stage, (path, s) in training_sections(cfg).items():
+    for stage, (path, s) in {**training_sections(cfg), **model_sections(cfg)}.items():
         if _imported(stage, s):
             continue
         nodes, per_node = int(s.get("nnodes", 1)), int(s.get("n_gpus_per_node", 1))
@@ -189,15 +213,56 @@ def check_lengths(cfg: Mapping, stage: str, model_dir: str | os.PathLike) -> lis
     return []
 
 
+def check_verl_version(version: str | None = None) -> list[str]:
+    """The installed verl (or ``version``) against :data:`codegrpo.verl.VERL_VERSION`."""
+    from codegrpo.verl import VERL_VERSION, installed_verl_version
+
+    found = installed_verl_version() if version is None else version
+    if found != VERL_VERSION:
+        return [f"verl {found or 'is not installed'}{'' if not found else ' is installed'}: the adapter "
+                f"(codegrpo/verl/) is written for verl {VERL_VERSION} (its config keys, reward and trainer "
+                f"classes; newer verl ignores some of them silently); install verl=={VERL_VERSION} "
+                f"(envs/*.yaml, scripts/setup.sh)"]
+    return []
+
+
+def check_thinking(cfg: Mapping) -> list[str]:
+    """DHRCL runs from a Qwen3 model must choose the thinking mode (``dhrcl.enable_thinking``): the template's
+    default is on, which the paper's response lengths do not leave room for."""
+    d = cfg.get("dhrcl")
+    if not isinstance(d, Mapping) or "init" not in d or d.get("enable_thinking") is not None:
+        return []
+    inits = ([(f"dhrcl.models[{m['name']}].init", m["init"]) for m in d.get("models") or []]
+             or [("dhrcl.init", d["init"])])
+    for key, init in inits:
+        init = init if init != "base" else (cfg.get("model") or {}).get("base", "")
+        name = str(init).lower()
+        if "qwen3" in name and "embedding" not in name:
+            return [f"{key} = {init} is a Qwen3 model but dhrcl.enable_thinking is unset (the chat template "
+                    f"would think by default); set dhrcl.enable_thinking: false or true (used in training and "
+                    f"evaluation alike)"]
+    return []
+
+
+def check_budget(cfg: Mapping) -> list[str]:
+    """The plan-time budget's problems (:func:`codegrpo.budget.budget_problems`), each naming the number and the
+    config key to change."""
+    from codegrpo import budget
+
+    return budget.build_budget(cfg)["problems"]
+
+
 def plan_checks(cfg: Mapping, *, executor: str | None = None, env: Mapping[str, str] | None = None) -> None:
     """Every check that needs only the config and the environment; raise :class:`PreflightError`."""
     env = os.environ if env is None else env
-    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env) + check_wandb(cfg, env))
+    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env)
+                   + check_wandb(cfg, env) + check_thinking(cfg) + check_budget(cfg))
 
 
 def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.PathLike, files: str = "",
                  env: Mapping[str, str] | None = None) -> None:
     """A training job's checks before it loads a model: the config checks plus rows and lengths."""
     env = os.environ if env is None else env
-    raise_problems(check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
-           + check_rows(cfg, stage, rows, files=files) + check_lengths(cfg, stage, model_dir))
+    raise_problems(check_verl_version() + check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
+                   + (check_thinking(cfg) if stage == "dhrcl" else []) + check_rows(cfg, stage, rows, files=files)
+                   + check_lengths(cfg, stage, model_dir))

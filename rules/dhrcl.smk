@@ -1,30 +1,36 @@
 # Stage: dhrcl. GRPO on KodCode with DHRCL's dense hierarchical rewards, trend-based curriculum and token credit
 # redistribution, plus its baselines and ablations (docs/dhrcl.md). Each configured variant is trained once per
-# seed of dhrcl.seeds, as run results/runs/dhrcl-<variant>-seed<seed>/{settings.json, config.json,
+# seed of dhrcl.seeds (and each model of dhrcl.models: dhrcl-<model>-<variant>-seed<seed>), as run
+# results/runs/dhrcl-<variant>-seed<seed>/{settings.json, config.json,
 # curriculum.json, checkpoints/, train.log, metrics.jsonl, hf/, done.json}; done.json is written last. A killed
 # run resumes from its newest checkpoint (and the curriculum state saved next to it) when rerun.
 # Targets: `dhrcl` (every variant and seed), `dhrcl_seed<seed>` (every variant, one seed).
+import re
+
 DHRCL_CFG = config["dhrcl"]
 DHRCL_SEEDS = DHRCL_CFG["seeds"]
-# the model the runs start from: model.base (the tiny model folder on CPU) or a hub id / folder
-DHRCL_FROM_BASE = DHRCL_CFG["init"] == "base"
-DHRCL_INIT = base_model_path() if DHRCL_FROM_BASE else DHRCL_CFG["init"]
+# every run: name -> variant, seed, model (of dhrcl.models, or None) and the model it starts from (init: base =
+# model.base, the tiny model folder on CPU, or a hub id / folder)
+DHRCL_PLAN = dhrcl_plan_runs(config)
 DHRCL_TRAINING_CFG = training_cfg("dhrcl", "sandbox")
+
+
+def _dhrcl_from_base(run):
+    return DHRCL_PLAN[run]["init"] == "base"
 
 
 rule dhrcl_train:
     input:
         train=res("data", "kodcode", "train.parquet"),
         val=res("data", "kodcode", "val.parquet"),
-        init=base_model_input() if DHRCL_FROM_BASE else [],
+        init=lambda w: base_model_input() if _dhrcl_from_base(w.run) else [],
     output:
-        done=res("runs", "dhrcl-{variant}-seed{seed}", "done.json"),
-        hf=directory(res("runs", "dhrcl-{variant}-seed{seed}", "hf")),
+        done=res("runs", "{run}", "done.json"),
+        hf=directory(res("runs", "{run}", "hf")),
     log:
-        logpath("dhrcl_train", "{variant}.seed{seed}.log"),
+        logpath("dhrcl_train", "{run}.log"),
     wildcard_constraints:
-        variant="[A-Za-z0-9_]+",
-        seed="[0-9]+",
+        run="|".join(re.escape(r) for r in DHRCL_PLAN) or "(?!)",
     conda:
         "../envs/train.yaml"
     threads: 2
@@ -32,9 +38,15 @@ rule dhrcl_train:
         **stage_resources("dhrcl"),
     params:
         cfg=DHRCL_TRAINING_CFG,
-        seed=lambda w: int(w.seed),
-        init_model=lambda w, input: input.init[0] if len(input.init) else DHRCL_INIT,
-        run_dir=lambda w: res("runs", dhrcl_run(w.variant, w.seed)),
+        variant=lambda w: DHRCL_PLAN[w.run]["variant"],
+        seed=lambda w: DHRCL_PLAN[w.run]["seed"],
+        model=lambda w: DHRCL_PLAN[w.run]["model"],
+        init_model=lambda w, input: (
+            input.init[0]
+            if len(input.init)
+            else base_model_path() if _dhrcl_from_base(w.run) else DHRCL_PLAN[w.run]["init"]
+        ),
+        run_dir=lambda w: res("runs", w.run),
     script:
         "../workflow_scripts/dhrcl_train.py"
 

@@ -4,6 +4,7 @@
 # paper's suites (one model-loading job per DHRCL run for all its benchmarks). One JSON per system and benchmark:
 # results/eval/<system>/<benchmark>.json.
 # Target rule: `evaluate`. Library code: codegrpo/eval/ (docs/evaluation.md).
+from codegrpo import contracts as _contracts
 
 
 include: "eval_common.smk"
@@ -190,6 +191,8 @@ if EVAL_GEN["benchmarks"]:
             max_new_tokens=EVAL_GEN["max_new_tokens"],
             backend=EVAL["backend"],
             use_chat_template=EVAL["use_chat_template"],
+            # the DHRCL runs' chat-template switches (dhrcl.enable_thinking), as in their training
+            chat_template_kwargs=_contracts.chat_template_kwargs(config),
             batch_size=EVAL["batch_size"],
             max_prompt_tokens=EVAL["max_prompt_tokens"],
             vllm=EVAL["vllm"],

@@ -1,5 +1,6 @@
 # Helpers of the training stages (sft, skeleton_rl, skin_rl, dhrcl): config slices, model paths, run outputs.
 # Included by rules/sft.smk (which the Snakefile includes before rl.smk and dhrcl.smk).
+from codegrpo.verl.dhrcl import plan_runs as dhrcl_plan_runs
 from codegrpo.verl.dhrcl import run_name as dhrcl_run
 
 
@@ -105,9 +106,4 @@ def rl_params(stage):
 def dhrcl_runs(seeds=None):
     """DHRCL run names (dhrcl-<variant>-seed<seed>) of every configured variant at the given seeds (default:
     every seed of dhrcl.seeds)."""
-    dh = config["dhrcl"]
-    return [
-        dhrcl_run(v, s)
-        for v in dh["runs"]
-        for s in (dh["seeds"] if seeds is None else seeds)
-    ]
+    return list(dhrcl_plan_runs(config, seeds))

@@ -445,3 +445,26 @@ def test_a_ray_node_that_cannot_start_is_reported_and_nothing_is_left(tmp_path, 
                      str(err.value)), str(err.value)
     assert "RAY_ADDRESS" not in os.environ
     assert cluster.leftover_pids(temp_root) == []
+
+
+def _bwrap_usable() -> bool:
+    return bool(shutil.which("bwrap")) and subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _bwrap_usable(), reason="needs bwrap to mount a hosts file over /etc/hosts")
+def test_ray_head_address_is_never_loopback_with_hostname_on_127_0_1_1(tmp_path):
+    """Debian's /etc/hosts maps the host name to 127.0.1.1: the head must still announce a routable address."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.1.1 {socket.gethostname()} {ME}\n")
+    code = ("import json, socket; from codegrpo.cluster import Allocation, RayCluster, head_address; "
+            "me = socket.gethostname().split('.')[0]; "
+            "plan = RayCluster(Allocation('9', (me, 'othernode'), 0, 1), port=30000).plan(); "
+            "print(json.dumps([socket.gethostbyname(socket.gethostname()), head_address(me), plan[1][1]]))")
+    r = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(hosts), "/etc/hosts", sys.executable,
+                        "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1])
+    assert r.returncode == 0, r.stderr[-2000:]
+    resolved, head, worker_cmd = json.loads(r.stdout.strip().splitlines()[-1])
+    assert resolved == "127.0.1.1"  # the hosts file is in effect
+    assert not head.startswith("127.")
+    assert _flag(worker_cmd, "--address") == f"{head}:30000"

@@ -31,7 +31,11 @@ KOD_ID = "codegrpo-test/KodRows"
 
 def test_refs_of_the_paper_config(paper, local):
     refs = hub.hub_refs(paper)
-    assert refs["models"] == [("model.base", "LLM4Binary/llm4decompile-6.7b-v2"), ("dhrcl.init", "Qwen/Qwen3-8B"),
+    # the DHRCL model sizes (dhrcl.models; dhrcl.init is unused while they are listed)
+    assert refs["models"] == [("model.base", "LLM4Binary/llm4decompile-6.7b-v2"),
+                              ("dhrcl.models[Qwen3-4B].init", "Qwen/Qwen3-4B"),
+                              ("dhrcl.models[Qwen3-8B].init", "Qwen/Qwen3-8B"),
+                              ("dhrcl.models[Qwen3-14B].init", "Qwen/Qwen3-14B"),
                               ("embedding.server_model_path", "Qwen/Qwen3-Embedding-0.6B")]
     # the generated SK2Decompile data's source and the KodCode release (each into its own cache_dir, as the data
     # jobs load them), the BigCodeBench sets, and LiveCodeBench's files of release_v6
@@ -54,7 +58,7 @@ def test_refs_of_the_paper_config(paper, local):
 def test_refs_imports_extras_and_sources(paper, tmp_path):
     cfg = copy.deepcopy(paper)
     cfg["sft"]["import"] = {"skeleton": "LLM4Binary/sk2decompile-struct-6.7b", "skin": str(tmp_path)}
-    cfg["skin_rl"]["import"] = "Qwen/Qwen3-8B"  # already named by dhrcl.init: listed once
+    cfg["skin_rl"]["import"] = "Qwen/Qwen3-8B"  # already named by dhrcl.models: listed once
     cfg["hub"] = {"models": ["org/extra"], "datasets": ["org/more-rows"]}
     cfg["evaluate"]["decompile"]["embedding"] = {"backend": "local",
                                                  "local_model_path": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -64,6 +68,7 @@ def test_refs_imports_extras_and_sources(paper, tmp_path):
     cfg["evaluate"]["codegen"]["livecodebench"]["version"] = "v5"  # one file: test5.jsonl
     refs = hub.hub_refs(cfg)
     assert [k for k, _ in refs["models"]] == ["model.base", "sft.import.skeleton", "skin_rl.import",
+                                              "dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-14B].init",
                                               "embedding.server_model_path",
                                               "evaluate.decompile.embedding.local_model_path", "hub.models[0]"]
     assert refs["datasets"] == [("hub.datasets[0]", "org/more-rows", None),
@@ -124,6 +129,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     cfg = copy.deepcopy(paper)
     cfg["model"]["base"] = MODEL_ID
     cfg["dhrcl"]["init"] = "base"
+    cfg["dhrcl"]["models"] = []  # one model: dhrcl.init
     cfg["embedding"]["serve"] = False
     cfg["hub"] = {"cache_dir": str(home), "offline_jobs": True, "models": [], "datasets": [DATASET_ID]}
     # a data source with its own datasets cache (as data.kodcode.source has on the paper config), and

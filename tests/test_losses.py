@@ -189,6 +189,7 @@ def test_seeded_run_name_and_seed(repo_root, tmp_path):
                              run_dir=tmp_path / "dhrcl-full-seed2", seed=2)
     hc = launch.validate()
     assert hc.trainer.experiment_name == "dhrcl-full-seed2" and hc.data.seed == 2
+    assert hc.actor_rollout_ref.rollout.seed == 2  # vLLM's sampling seed differs per seed, not only data order
     settings = json.loads((tmp_path / "dhrcl-full-seed2" / "settings.json").read_text())["settings"]
     assert settings["seed"] == 2 and settings["run"] == "dhrcl-full-seed2" and cfg["seed"] == 0
 

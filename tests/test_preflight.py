@@ -85,7 +85,8 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     problems = preflight.check_offline(paper, env, cache_dir=str(cache), datasets_dir=str(tmp_path / "ds"))
     keys = [p.split(" = ")[0] for p in problems]
     # the models, then the datasets the data stages and the evaluation load from the hub (tests/test_hub.py)
-    assert keys == ["model.base", "dhrcl.init", "embedding.server_model_path", "data.generate.source.hub_id",
+    assert keys == ["model.base", "dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init",
+                    "dhrcl.models[Qwen3-14B].init", "embedding.server_model_path", "data.generate.source.hub_id",
                     "data.kodcode.source.hub_id", "evaluate.codegen.bigcodebench_full.source",
                     "evaluate.codegen.bigcodebench_hard.source", "evaluate.codegen.livecodebench.source"]
     paper = copy.deepcopy(paper)  # from here on: models only
@@ -94,7 +95,8 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     paper["evaluate"]["codegen"]["benchmarks"] = ["kodcode_heldout", "humaneval"]
     assert "huggingface-cli download LLM4Binary/llm4decompile-6.7b-v2" in problems[0]
     # the same ids in the cache layout huggingface_hub writes: found
-    for repo in ("LLM4Binary/llm4decompile-6.7b-v2", "Qwen/Qwen3-8B", "Qwen/Qwen3-Embedding-0.6B"):
+    for repo in ("LLM4Binary/llm4decompile-6.7b-v2", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B",
+                 "Qwen/Qwen3-Embedding-0.6B"):
         folder = cache / ("models--" + repo.replace("/", "--"))
         (folder / "snapshots" / "abc").mkdir(parents=True)
         (folder / "refs").mkdir()
@@ -105,7 +107,8 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     cfg = copy.deepcopy(paper)
     cfg["model"]["base"] = str(tmp_path)
     assert [p.split(" = ")[0] for p in preflight.check_offline(cfg, env, cache_dir=str(tmp_path / "x"))] == \
-        ["dhrcl.init", "embedding.server_model_path"]
+        ["dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init", "dhrcl.models[Qwen3-14B].init",
+         "embedding.server_model_path"]
     assert preflight.check_offline(paper, {}, cache_dir=str(tmp_path / "x")) == []
     # a job's config holds only its sections (rules/training_common.smk: device, seed, cluster, model + the
     # stage's): the SFT job checks the base model it loads and does not trip over the sections it lacks
@@ -193,3 +196,22 @@ def test_preflight_refuses_a_job_no_node_can_hold(tmp_path):
     assert "rule smoke asks for 16 CPUs per node" in out, out[-3000:]
     assert "120000 MB per node (the largest node of partition 'debug' has 2000 MB" in out, out[-3000:]
     assert not calls.exists(), calls.read_text()
+
+
+def test_verl_version_is_checked_before_a_job_starts(tmp_path, monkeypatch):
+    """The adapter is written for verl 0.4.1; another version (0.9 ignores the reward keys it writes) is refused
+    by the job's preflight, naming the version to install."""
+    from codegrpo import verl as adapter
+
+    assert adapter.installed_verl_version() == adapter.VERL_VERSION == "0.4.1"
+    assert preflight.check_verl_version() == []
+    (problem,) = preflight.check_verl_version("0.9.0")
+    assert "verl 0.9.0 is installed" in problem and "verl==0.4.1" in problem
+    assert "not installed" in preflight.check_verl_version("")[0]
+    # the job's checks (stage_checks, run before the model loads) refuse an environment with the wrong verl
+    monkeypatch.setattr(adapter, "installed_verl_version", lambda: "0.9.0")
+    cfg = {"device": "cpu", "cluster": {}, "dhrcl": {"training": {"train_batch_size": 4, "logger": ["console"],
+                                                                    "max_prompt_length": 8,
+                                                                    "max_response_length": 8}}}
+    with pytest.raises(preflight.PreflightError, match="verl==0.4.1"):
+        preflight.stage_checks(cfg, "dhrcl", rows=8, model_dir=tmp_path, env={})

@@ -526,3 +526,20 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
     assert (seen["embedding"].api_base, seen["embedding"].chunk_size) == (served["api_base"], 3)
     # the fingerprint (resume vs. fresh start) does not depend on the port the server got
     assert seen["doc"]["fingerprint"] == stages.fingerprint(settings)
+
+
+def test_reward_runs_on_the_node_of_the_embedding_server(repo_root, tmp_path):
+    """The embedding server listens on 127.0.0.1 of the job's node (where the driver runs); the reward runs in
+    verl's TaskRunner, which is pinned there (hard node affinity), never in verl's async reward task."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from codegrpo.verl.trainer import task_runner_options
+
+    opts = task_runner_options("a" * 56)
+    strategy = opts["scheduling_strategy"]
+    assert isinstance(strategy, NodeAffinitySchedulingStrategy)
+    assert strategy.node_id == "a" * 56 and strategy.soft is False
+    cfg = load_config(repo_root / "config" / "paper.yaml")
+    launch = L.grpo_launch(cfg, dict(cfg["skin_rl"], temperature=1.0), "skin_rl", train_files="t.parquet",
+                         val_files="v.parquet", model_path="m", run_dir=tmp_path)
+    assert launch.validate().reward_model.launch_reward_fn_async is False

@@ -46,6 +46,7 @@ __all__ = [
     "current_allocation",
     "expand_hostlist",
     "expand_counts",
+    "head_address",
     "multinode_ray",
     "nested_srun_env",
     "parse_job_record",
@@ -376,6 +377,41 @@ def _short_host() -> str:
     return socket.gethostname().split(".")[0]
 
 
+def _is_loopback(ip: str) -> bool:
+    import ipaddress
+
+    return ipaddress.ip_address(ip).is_loopback
+
+
+def head_address(host: str) -> str:
+    """A routable IPv4 address of ``host`` (the Ray head, this node) that other nodes can reach; never loopback.
+
+    ``socket.gethostbyname`` returns 127.0.1.1 on many clusters (Debian's /etc/hosts maps the host name to it):
+    a Ray head announced there is unreachable from every other node. The host's non-loopback addresses from
+    the resolver come first; else the address of the interface this host routes through (a UDP socket's
+    ``connect`` chooses it; nothing is sent); else :class:`ClusterError`."""
+    try:
+        infos = socket.getaddrinfo(host, None, socket.AF_INET)
+    except OSError:
+        infos = []
+    for info in infos:
+        ip = info[4][0]
+        if not _is_loopback(ip):
+            return ip
+    ip = None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            ip = s.getsockname()[0]
+    except OSError:
+        ip = None
+    if ip and not _is_loopback(ip) and ip != "0.0.0.0":
+        return ip
+    raise ClusterError(f"no non-loopback address for the Ray head {host} (the resolver gives "
+                       f"{sorted({i[4][0] for i in infos}) or 'nothing'}); map the host name to the node's "
+                       f"network address in /etc/hosts or DNS")
+
+
 
 
 @dataclass
@@ -511,7 +547,7 @@ class RayCluster:
         nor the other nodes.
         """
         hosts = self._ordered_hosts()
-        head_ip = socket.gethostbyname(hosts[0])
+        head_ip = head_address(hosts[0])
         plans = []
         for i, host in enumerate(hosts):
             srun = step_srun(host=host, cpus_per_task=self.allocation.cpus_per_node,
@@ -526,7 +562,7 @@ class RayCluster:
             raise ClusterError("Ray cluster already started")
         t0 = time.monotonic()
         plans = self.plan()
-        head_ip = socket.gethostbyname(plans[0][0])
+        head_ip = head_address(plans[0][0])
         self.address = f"{head_ip}:{self.port}"
         self.temp_root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.temp_root.chmod(0o700)

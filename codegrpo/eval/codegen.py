@@ -344,8 +344,11 @@ def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldou
 
 def sampling_settings(settings) -> dict:
     """The sampling a result or samples file states."""
-    return {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
-            "max_new_tokens": settings.max_new_tokens}
+    out = {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
+           "max_new_tokens": settings.max_new_tokens}
+    if getattr(settings, "chat_template_kwargs", None):  # e.g. Qwen3's enable_thinking, as in training
+        out["chat_template_kwargs"] = dict(settings.chat_template_kwargs)
+    return out
 
 
 def run_model_benchmarks(run: str, model_dir: str | os.PathLike, results: Mapping[str, str | os.PathLike],

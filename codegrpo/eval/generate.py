@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -26,6 +26,7 @@ class GenerationSettings:
     batch_size: int = 8
     max_prompt_tokens: int = 2048
     use_chat_template: bool = False  # wrap the prompt as one user message with the tokenizer's template
+    chat_template_kwargs: dict = field(default_factory=dict)  # e.g. {"enable_thinking": False}
     seed: int = 0
     # vLLM engine (config: evaluate.vllm)
     gpu_memory_utilization: float = 0.85
@@ -40,6 +41,7 @@ class GenerationSettings:
         sampling = {"temperature": p.temperature, "top_p": p.top_p, "n": p.n_samples} if not fixed else {}
         return cls(max_new_tokens=p.max_new_tokens, batch_size=p.batch_size, max_prompt_tokens=p.max_prompt_tokens,
                    use_chat_template=p.use_chat_template, seed=p.seed,
+                   chat_template_kwargs=dict(getattr(p, "chat_template_kwargs", None) or {}),
                    gpu_memory_utilization=p.vllm["gpu_memory_utilization"], max_model_len=p.vllm["max_model_len"],
                    tensor_parallel_size=p.vllm["tensor_parallel_size"], **{**sampling, **fixed})
 
@@ -51,12 +53,13 @@ def _check_model_dir(model_dir: str | Path) -> Path:
     return path
 
 
-def apply_template(tokenizer, prompt: str, use_chat_template: bool) -> str:
-    """The text fed to the model: the raw prompt, or the prompt as one chat turn when asked and available."""
+def apply_template(tokenizer, prompt: str, use_chat_template: bool, template_kwargs: dict | None = None) -> str:
+    """The text fed to the model: the raw prompt, or the prompt as one chat turn when asked and available
+    (``template_kwargs``, e.g. Qwen3's ``enable_thinking``, passed to the template as in training)."""
     if use_chat_template and getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True,
+            **(template_kwargs or {}))
     return prompt
 
 
@@ -90,7 +93,7 @@ class HFGenerator:
         s = self.settings
         torch = self._torch
         torch.manual_seed(s.seed)
-        texts = [apply_template(self.tokenizer, p, s.use_chat_template) for p in prompts]
+        texts = [apply_template(self.tokenizer, p, s.use_chat_template, s.chat_template_kwargs) for p in prompts]
         too_long = sum(len(ids) > s.max_prompt_tokens for ids in self.tokenizer(texts)["input_ids"]) if texts else 0
         if too_long:
             log.warning("%s: %d of %d prompts exceed %d tokens and lose their beginning", desc, too_long, len(texts),
@@ -175,7 +178,7 @@ class VLLMGenerator:
 
     def prompt_token_ids(self, prompts: Sequence[str], desc: str = "generate") -> list[list[int]]:
         s = self.settings
-        texts = [apply_template(self.tokenizer, p, s.use_chat_template) for p in prompts]
+        texts = [apply_template(self.tokenizer, p, s.use_chat_template, s.chat_template_kwargs) for p in prompts]
         if not texts:
             return []
         too_long = sum(len(x) > s.max_prompt_tokens for x in self.tokenizer(texts)["input_ids"])

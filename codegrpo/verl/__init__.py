@@ -14,3 +14,15 @@
 
 Importing this package does not import verl (verl pulls torch and Ray in).
 """
+
+VERL_VERSION = "0.4.1"  # the verl release every key and class named in this package is read from
+
+
+def installed_verl_version() -> str | None:
+    """The installed verl distribution's version (without importing verl), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("verl")
+    except PackageNotFoundError:
+        return None

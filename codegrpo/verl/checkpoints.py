@@ -39,6 +39,23 @@ def latest_step(ckpt_dir: str | os.PathLike) -> int | None:
     return max(steps) if steps else None
 
 
+def prune_for_resume(ckpt_dir: str | os.PathLike) -> list[int]:
+    """Before a resumed run: remove every ``global_step_<N>`` folder except the one verl resumes from.
+
+    verl 0.4.1 rotates (``max_actor_ckpt_to_keep``) only the checkpoints the running process wrote, so each
+    restart would otherwise leave the previous attempt's checkpoints behind for good; folders newer than the
+    resume step are incomplete saves of a killed attempt. Returns the removed steps."""
+    import shutil
+
+    keep = latest_step(ckpt_dir)
+    removed = []
+    for step, path in step_dirs(ckpt_dir).items():
+        if step != keep:
+            shutil.rmtree(path)
+            removed.append(step)
+    return removed
+
+
 def latest_actor(ckpt_dir: str | os.PathLike) -> tuple[int, Path] | None:
     """(step, actor folder) of the latest GRPO checkpoint, or None when there is no actor checkpoint."""
     step = latest_step(ckpt_dir)

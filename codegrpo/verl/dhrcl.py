@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from codegrpo.contracts import KODCODE
+from codegrpo.contracts import KODCODE, chat_template_kwargs
 from codegrpo.curriculum import CurriculumConfig, CurriculumController
 
 log = logging.getLogger(__name__)
@@ -60,9 +60,54 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
 BASELINE_REWARDS = ("binary", "pass_rate", "static_dense")
 
 
-def run_name(variant: str, seed: int | None = None) -> str:
-    """``dhrcl-<variant>``, or with a seed the per-seed run ``dhrcl-<variant>-seed<seed>`` (the pipeline's runs)."""
-    return f"dhrcl-{variant}" if seed is None else f"dhrcl-{variant}-seed{int(seed)}"
+def run_name(variant: str, seed: int | None = None, model: str | None = None) -> str:
+    """``dhrcl-<variant>``, or with a seed the per-seed run ``dhrcl-<variant>-seed<seed>`` (the pipeline's runs);
+    with a model of ``dhrcl.models``, ``dhrcl-<model>-<variant>-seed<seed>`` (one folder per model size)."""
+    base = f"dhrcl-{variant}" if model is None else f"dhrcl-{model}-{variant}"
+    return base if seed is None else f"{base}-seed{int(seed)}"
+
+
+def model_entries(dcfg: Mapping[str, Any]) -> list[dict]:
+    """The models of the DHRCL runs: ``dhrcl.models`` (name, init, training overrides), or the one model
+    ``dhrcl.init`` (name None: run names without a model, as before the list existed)."""
+    models = list(dcfg.get("models") or [])
+    if not models:
+        return [{"name": None, "init": dcfg.get("init", "base"), "training": {}, "runs": None}]
+    names = [m["name"] for m in models]
+    if len(set(names)) != len(names):
+        raise ValueError(f"dhrcl.models: model names must be unique, got {names}")
+    known = set((dcfg.get("training") or {}).keys())
+    out = []
+    for i, m in enumerate(models):
+        bad = sorted(set(m.get("training") or {}) - known) if known else []
+        if bad:
+            raise ValueError(f"dhrcl.models[{i}] ({m['name']}).training: unknown key(s) {bad}; the keys are those "
+                             f"of dhrcl.training")
+        out.append({"name": m["name"], "init": m["init"], "training": dict(m.get("training") or {}),
+                    "runs": m.get("runs")})
+    return out
+
+
+def model_cfg(cfg: Mapping[str, Any], model: str | None) -> dict:
+    """The config of model ``model``'s runs: ``dhrcl.init`` its init, ``dhrcl.training`` with its overrides."""
+    if model is None:
+        return dict(cfg)
+    dcfg = cfg["dhrcl"]
+    entry = next((m for m in model_entries(dcfg) if m["name"] == model), None)
+    if entry is None:
+        raise ValueError(f"dhrcl: unknown model {model!r}; configured: {[m['name'] for m in model_entries(dcfg)]}")
+    return {**cfg, "dhrcl": {**dcfg, "init": entry["init"], "training": {**dcfg["training"], **entry["training"]}}}
+
+
+def plan_runs(cfg: Mapping[str, Any], seeds: Sequence[int] | None = None) -> dict[str, dict]:
+    """Every DHRCL run of the config (at ``seeds``, default ``dhrcl.seeds``): name -> variant, seed, model, init."""
+    dcfg = cfg["dhrcl"]
+    out = {}
+    for m in model_entries(dcfg):
+        for v in (dcfg["runs"] if m["runs"] is None else m["runs"]):
+            for s in (dcfg["seeds"] if seeds is None else seeds):
+                out[run_name(v, s, m["name"])] = {"variant": v, "seed": int(s), "model": m["name"], "init": m["init"]}
+    return out
 
 
 def _seeded(cfg: Mapping[str, Any], seed: int | None) -> Mapping[str, Any]:
@@ -338,6 +383,7 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
         f"+{ar}.actor.policy_loss.dhrcl_w_max={fmt(float(tw['w_max']))}",
         f"codegrpo.validate_callbacks={fmt(['codegrpo.verl.dhrcl:on_validate'])}",
         f"codegrpo.step_callbacks={fmt(['codegrpo.verl.dhrcl:on_step'])}",
+        f"codegrpo.chat_template_kwargs={fmt(chat_template_kwargs(cfg))}",
     ]
     if vdef["token_weights"] != "none":
         ov.append(f"{ar}.model.external_lib=codegrpo.verl.losses")
@@ -372,23 +418,24 @@ class DhrclHook:
 
 def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
                  val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
-                 seed: int | None = None):
-    """The GRPO launch of run ``dhrcl-<variant>`` (``-seed<seed>`` with a seed), writing its settings.json
-    (validate with ``.validate()``)."""
+                 seed: int | None = None, model: str | None = None):
+    """The GRPO launch of run ``dhrcl-<variant>`` (``-seed<seed>`` with a seed, ``dhrcl-<model>-...`` with a
+    model of ``dhrcl.models``), writing its settings.json (validate with ``.validate()``)."""
     from codegrpo.verl import stages
 
-    cfg = _seeded(cfg, seed)
+    cfg = _seeded(model_cfg(cfg, model), seed)
     hook = DhrclHook(variant)
     run_dir = Path(run_dir).resolve()
-    settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
-                                   val_files=val_files, init_model=init_model, run_dir=run_dir, hook=hook)
+    settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model),
+                                   train_files=train_files, val_files=val_files, init_model=init_model,
+                                   run_dir=run_dir, hook=hook)
     stages.prepare_run_dir(run_dir, settings)
     return stages.settings_launch(cfg, settings, run_dir, hook=hook)
 
 
 def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
               val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
-              seed: int | None = None) -> dict:
+              seed: int | None = None, model: str | None = None) -> dict:
     """Train run ``dhrcl-<variant>`` with GRPO on KodCode (the shared lifecycle
     :func:`codegrpo.verl.stages.run_grpo` with :class:`DhrclHook`); returns its done.json record.
     With ``seed``, the run is ``dhrcl-<variant>-seed<seed>`` and trains with that seed (config ``seed``:
@@ -400,6 +447,6 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
     """
     from codegrpo.verl.stages import run_grpo
 
-    cfg = _seeded(cfg, seed)
-    return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed), train_files=train_files,
+    cfg = _seeded(model_cfg(cfg, model), seed)
+    return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model), train_files=train_files,
                     val_files=val_files, init_model=init_model, run_dir=run_dir, hook=DhrclHook(variant))

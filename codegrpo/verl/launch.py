@@ -278,6 +278,9 @@ def grpo_launch(
         "custom_reward_function.path": str(Path(reward_path or REWARD_ENTRY).resolve()),
         "custom_reward_function.name": reward["function"],
         "reward_model.reward_manager": reward["manager"],
+        # the reward runs in the TaskRunner, pinned to the job's node where the run's services listen on 127.0.0.1
+        # (codegrpo.verl.trainer.task_runner_options); verl's async reward task could land on any node
+        "reward_model.launch_reward_fn_async": False,
         "trainer.project_name": s["project_name"],
         "trainer.experiment_name": run,
         "trainer.logger": s["logger"],
@@ -291,7 +294,11 @@ def grpo_launch(
         "trainer.default_local_dir": str(run_dir / "checkpoints"),
         "trainer.resume_mode": "auto",
         "trainer.max_actor_ckpt_to_keep": s["max_checkpoints_to_keep"],
+        "trainer.max_critic_ckpt_to_keep": s["max_checkpoints_to_keep"],  # GRPO has no critic; kept in step
         "++data.seed": cfg.get("seed", 0),
+        # vLLM's sampling seed (verl 0.4.1 reads rollout.get("seed", 0)): without it every seed's rollouts share
+        # the sampler's seed 0 and the runs of a variant differ only in data order
+        f"++{ar}.rollout.seed": cfg.get("seed", 0),
         "codegrpo.device": device,
         "codegrpo.run_dir": str(run_dir),
         "codegrpo.metrics_file": str(run_dir / "metrics.jsonl"),

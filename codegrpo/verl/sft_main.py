@@ -6,7 +6,10 @@
 * applies :mod:`codegrpo.verl.cpu` when ``codegrpo.device=cpu``;
 * resumes: verl 0.4.1's SFT trainer saves weights only (``global_step_<N>/`` in Hugging Face layout) and always
   starts at step 0, so when a checkpoint exists the run restarts from the newest one's weights, trains the
-  remaining steps and keeps counting steps from N (optimizer and LR schedule start afresh);
+  remaining steps and keeps counting steps from N (optimizer and LR schedule start afresh), continuing the data
+  order where step N left it (:func:`resume_loader`: the epoch and the batch within it) instead of re-training
+  the first batches;
+* seeds the data order with ``trainer.seed`` (verl 0.4.1's ``DistributedSampler`` always used seed 0);
 * logs every step to ``codegrpo.metrics_file`` through :func:`codegrpo.verl.metrics.tracking_class`;
 * calls verl's ``run_sft``.
 """
@@ -25,6 +28,48 @@ def latest_sft_checkpoint(ckpt_dir) -> tuple[int, Path] | None:
         if is_hf_dir(path) and _has_tokenizer(path):
             return step, path
     return None
+
+
+class ResumeSampler:
+    """A ``DistributedSampler`` continued from a resume point: epoch ``e`` of the trainer's loop is epoch
+    ``start_epoch + e`` of the data order, and the first of them starts ``skip`` indices in (the batches the
+    checkpointed steps already trained)."""
+
+    def __init__(self, inner, start_epoch: int = 0, skip: int = 0, seed: int | None = None):
+        self.inner, self.start_epoch, self.skip = inner, int(start_epoch), int(skip)
+        if seed is not None:
+            inner.seed = int(seed)
+        self.epoch = 0
+        inner.set_epoch(self.start_epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self.inner.set_epoch(self.start_epoch + self.epoch)
+
+    def __iter__(self):
+        it = iter(self.inner)
+        if self.epoch == 0:
+            for _ in range(self.skip):
+                next(it, None)
+        return it
+
+    def __len__(self) -> int:
+        return len(self.inner) - (self.skip if self.epoch == 0 else 0)
+
+
+def resume_loader(loader, sampler, offset: int, seed: int | None = None):
+    """(loader, sampler) that continue verl's SFT data order after ``offset`` trained steps, seeded with ``seed``:
+    a new ``DataLoader`` with the same settings over a :class:`ResumeSampler` (a DataLoader's sampler cannot be
+    swapped). Batches are per rank, ``offset`` counts global steps (one batch per rank each)."""
+    from torch.utils.data import DataLoader
+
+    per_epoch = len(loader)
+    start_epoch, skip_batches = divmod(int(offset), per_epoch) if per_epoch else (0, 0)
+    new_sampler = ResumeSampler(sampler, start_epoch, skip_batches * loader.batch_size, seed=seed)
+    new_loader = DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=new_sampler,
+                            num_workers=loader.num_workers, pin_memory=loader.pin_memory,
+                            drop_last=loader.drop_last, collate_fn=loader.collate_fn)
+    return new_loader, new_sampler
 
 
 def configure(cfg):
@@ -67,6 +112,9 @@ def configure(cfg):
                 return
             with open_dict(self.config):
                 self.config.trainer.total_training_steps = total - offset
+            # the data order of the steps after `offset`, seeded with trainer.seed
+            self.train_dataloader, self.train_sampler = resume_loader(
+                self.train_dataloader, self.train_sampler, offset, seed=self.config.trainer.get("seed", 0))
             return super().fit()
 
         def save_checkpoint(self, step):

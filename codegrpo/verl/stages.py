@@ -125,6 +125,20 @@ def _import(run_dir: Path, src: str, record: dict, t0: float) -> dict:
     return _finish(run_dir, {**record, "imported_from": src}, t0)
 
 
+def epochs_override(cfg: Mapping, section: Mapping, rows: int, *, kind: str) -> str:
+    """``trainer.total_epochs=<N>`` with N enough epochs of ``rows`` training rows for the section's
+    ``total_training_steps`` (:func:`codegrpo.budget.epochs_for_steps`; verl's loop otherwise ends with its
+    epochs before the step budget, with no final save or validation). Appended last, so it wins."""
+    from codegrpo import budget
+
+    world = 1 if cfg["device"] == "cpu" else int(section.get("nnodes", 1)) * int(section.get("n_gpus_per_node", 1))
+    plan = budget.step_plan(section, rows, kind=kind, world=world)
+    if not plan["batches_per_epoch"]:
+        raise TrainingInputError(f"{rows} training rows fill no batch of train_batch_size = "
+                                 f"{section['train_batch_size']}" + (f" over {world} GPUs" if kind == "sft" else ""))
+    return f"trainer.total_epochs={plan['epochs']}"
+
+
 def _run_launch(launch, run_dir: Path) -> None:
     train_log = run_dir / "train.log"
     log.info("%s: %s", launch.run, launch.command())
@@ -152,6 +166,7 @@ def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_f
     preflight.stage_checks(cfg, "sft", rows=rows, model_dir=init_model, files=str(train_files))
     launch = sft_launch(cfg, which, train_files=train_files, val_files=val_files, model_path=init_model,
                         run_dir=run_dir)
+    launch.overrides.append(epochs_override(cfg, cfg["sft"], rows, kind="sft"))
     _run_launch(launch, run_dir)
     from codegrpo.verl.sft_main import latest_sft_checkpoint
 
@@ -331,6 +346,11 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
     if stage in preflight.training_sections(cfg):
         preflight.stage_checks(cfg, stage, rows=rows, model_dir=init_model, files=str(train_files))
     launch = settings_launch(cfg, settings, run_dir, env=env, reward_path=reward_path, hook=hook)
+    launch.overrides.append(epochs_override(cfg, section, rows, kind="rl"))
+    if mode == "resume" and section.get("max_checkpoints_to_keep"):
+        removed = checkpoints.prune_for_resume(run_dir / "checkpoints")
+        if removed:
+            log.info("%s: removed the previous attempt's checkpoints %s (max_checkpoints_to_keep)", run, removed)
     with run_services(settings, run_dir):
         _run_launch(launch, run_dir)
     ckpt_dir = run_dir / "checkpoints"

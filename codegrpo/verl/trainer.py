@@ -100,6 +100,24 @@ def record_workers(trainer, path) -> list[dict]:
     return where
 
 
+def ensure_epochs(config, batches_per_epoch: int) -> int:
+    """Raise ``trainer.total_epochs`` so that verl's loop (``for epoch in range(total_epochs)`` over a loader of
+    ``batches_per_epoch`` batches) reaches ``trainer.total_training_steps``: without it the loop ends with the
+    epochs, ``is_last_step`` is never true, and the final save and validation never happen. Returns the epochs."""
+    from omegaconf import open_dict
+
+    from codegrpo.budget import epochs_for_steps
+
+    need = epochs_for_steps(config.trainer.total_training_steps, int(batches_per_epoch),
+                            int(config.trainer.total_epochs))
+    if need != int(config.trainer.total_epochs):
+        print(f"[codegrpo] trainer.total_epochs {config.trainer.total_epochs} -> {need}: {batches_per_epoch} "
+              f"batches per epoch, {config.trainer.total_training_steps} steps", flush=True)
+        with open_dict(config):
+            config.trainer.total_epochs = need
+    return need
+
+
 class ProjectTrainer(RayPPOTrainer):
     """verl's RayPPOTrainer plus callbacks, reward-component metrics, the metrics file and ``workers.json`` (where
     each training worker runs, in the run folder)."""
@@ -112,6 +130,11 @@ class ProjectTrainer(RayPPOTrainer):
         self.metrics_file = pc.get("metrics_file")
         if self.reward_fn is not None:
             self.reward_fn = _RewardRecorder(self.reward_fn)
+
+    def _create_dataloader(self, *args, **kwargs):
+        super()._create_dataloader(*args, **kwargs)
+        # the loader's real length (after verl's filter_overlong_prompts): enough epochs for the step budget
+        ensure_epochs(self.config, len(self.train_dataloader))
 
     def init_workers(self):
         super().init_workers()
@@ -148,6 +171,29 @@ class ProjectTrainer(RayPPOTrainer):
             tracking.Tracking = original
 
 
+def patch_driver_tokenizer(kwargs: dict) -> None:
+    """Make ``verl.utils.hf_tokenizer`` return tokenizers whose ``apply_chat_template`` passes ``kwargs``.
+
+    verl 0.4.1's ``TaskRunner.run`` builds the tokenizer that templates every dataset prompt (and filters the
+    overlong ones) with ``from verl.utils import hf_tokenizer``; the evaluation templates its prompts with the
+    same switches (``codegrpo.contracts.chat_template_kwargs``, e.g. Qwen3's ``enable_thinking``). verl's
+    ``custom_chat_template`` reaches only the workers' tokenizers, not the dataset's."""
+    import verl.utils
+
+    from codegrpo.contracts import with_template_kwargs
+
+    base = getattr(verl.utils.hf_tokenizer, "_codegrpo_base", verl.utils.hf_tokenizer)
+    if not kwargs:
+        verl.utils.hf_tokenizer = base
+        return
+
+    def hf_tokenizer(*args, **kw):
+        return with_template_kwargs(base(*args, **kw), kwargs)
+
+    hf_tokenizer._codegrpo_base = base
+    verl.utils.hf_tokenizer = hf_tokenizer
+
+
 @ray.remote(num_cpus=1)
 class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
     """verl's TaskRunner with :class:`ProjectTrainer` and the configured driver plug-ins."""
@@ -155,6 +201,7 @@ class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
     def run(self, config):
         for mod in config.get("codegrpo", {}).get("plugins", []) or []:
             importlib.import_module(mod)
+        patch_driver_tokenizer(dict(config.get("codegrpo", {}).get("chat_template_kwargs") or {}))
         # TaskRunner.run looks RayPPOTrainer up in the globals of its own function object
         super().run.__func__.__globals__["RayPPOTrainer"] = ProjectTrainer
         return super().run(config)
@@ -194,6 +241,15 @@ def ray_init_kwargs(cfg) -> dict:
     return kwargs
 
 
+def task_runner_options(node_id: str) -> dict:
+    """Ray options of the TaskRunner: pinned (hard affinity) to the driver's node ``node_id``. The reward runs in
+    the TaskRunner and reaches the run's services (the embedding server) at 127.0.0.1 of the job's node, where
+    the driver runs; Ray would otherwise place the TaskRunner on any node of a multi-node cluster."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)}
+
+
 def main(argv: list[str] | None = None) -> None:
     from codegrpo.verl.launch import compose
 
@@ -203,7 +259,8 @@ def main(argv: list[str] | None = None) -> None:
         ray.init(**ray_init_kwargs(cfg))
         started = True
     try:
-        ray.get(ProjectTaskRunner.remote().run.remote(cfg))
+        runner = ProjectTaskRunner.options(**task_runner_options(ray.get_runtime_context().get_node_id()))
+        ray.get(runner.remote().run.remote(cfg))
     finally:
         if started:
             ray.shutdown()

@@ -88,13 +88,22 @@ def test_one_codegen_job_per_run(snakemake_bin, tmp_path, kind):
     assert sorted(refs) == sorted(f"{ev}/reference/{b}.json" for b in benchmarks)
 
 
+def _variants(cfg) -> int:
+    """Variants over the model sizes (dhrcl.models, each with its own runs or dhrcl.runs; none: one model)."""
+    d = cfg["dhrcl"]
+    return sum(len(m.get("runs") or d["runs"]) for m in d.get("models") or []) or len(d["runs"])
+
+
 def test_paper_config_plans_three_seeds(snakemake_bin, tmp_path):
     cfg = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     assert cfg["dhrcl"]["seeds"] == [0, 1, 2]
     runs = _outputs(_plan(snakemake_bin, tmp_path, "dhrcl", configfile="config/paper.yaml"), "dhrcl_train")
-    assert len(runs) == 3 * len(cfg["dhrcl"]["runs"])
+    assert len(runs) == 3 * _variants(cfg)
+    # each model size in its own run folders
+    assert len({o.split(", ")[0] for o in runs}) == len(runs)
+    assert any("/dhrcl-Qwen3-14B-full-seed0/" in o for o in runs)
     one = _outputs(_plan(snakemake_bin, tmp_path, "dhrcl_seed2", configfile="config/paper.yaml"), "dhrcl_train")
-    assert len(one) == len(cfg["dhrcl"]["runs"]) and all("-seed2/" in o for o in one)
+    assert len(one) == _variants(cfg) and all("-seed2/" in o for o in one)
 
 
 @pytest.mark.parametrize("configfile", ["config.yaml", "config/paper.yaml"])
@@ -103,7 +112,7 @@ def test_mbpp_decompile_is_planned_beside_humaneval(snakemake_bin, tmp_path, con
     full = yaml.safe_load((REPO / configfile).read_text())
     cfg = full["evaluate"]["decompile"]
     # code generation: one GPU job per DHRCL run (every variant at every seed) and one BigCodeBench scoring job
-    n_runs = len(full["dhrcl"]["runs"]) * len(full["dhrcl"]["seeds"])
+    n_runs = _variants(full) * len(full["dhrcl"]["seeds"])
     assert len(_outputs(out, "eval_codegen")) == len(_outputs(out, "eval_codegen_bcb")) == n_runs
     base = _outputs(out, "eval_decompile_baseline")
     assert sorted(o.rsplit("/", 2)[-2] for o in base if o.endswith("mbpp_decompile.json")) == sorted(
