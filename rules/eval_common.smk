@@ -4,6 +4,7 @@ import re
 
 from codegrpo.eval.decompile import check_eval_set as _check_eval_set
 from codegrpo.eval.decompile import metric_embedding_config as _metric_embedding_config
+from codegrpo.verl.prompts import eval_uses_template as _eval_uses_template
 
 EVAL = config["evaluate"]
 EVAL_DEC = EVAL["decompile"]

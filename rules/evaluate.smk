@@ -77,7 +77,7 @@ rule eval_decompile_system:
         identifier=EVAL_DEC["identifier"],
         embedding=EVAL_EMBEDDING,
         backend=EVAL["backend"],
-        use_chat_template=EVAL_DEC["use_chat_template"],
+        use_chat_template=_eval_uses_template(config),
         batch_size=EVAL["batch_size"],
         max_prompt_tokens=EVAL["max_prompt_tokens"],
         vllm=EVAL["vllm"],
