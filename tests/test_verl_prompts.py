@@ -99,3 +99,20 @@ def test_the_choice_reaches_the_launches_settings_and_evaluation(repo_root, tmp_
     assert prompts.eval_uses_template({"model": {"chat_template": "passthrough"},
                                        "evaluate": {"decompile": {"use_chat_template": True}}}) is True
     assert prompts.eval_uses_template(load_config(repo_root / "config.yaml")) is False
+
+
+def test_preflight_names_the_key_when_the_base_model_has_no_template(tok_dirs, repo_root):
+    from codegrpo.preflight import PreflightError, check_chat_template, plan_checks
+
+    _, without = tok_dirs
+    cfg = {"model": {"base": str(without), "chat_template": None}, "sft": {"import": {}}}
+    (problem,) = check_chat_template(cfg, {})
+    assert problem.startswith("model.chat_template is not set and the tokenizer of") and str(without) in problem
+    with pytest.raises(PreflightError, match="model.chat_template is not set"):
+        full = load_config(repo_root / "config.yaml")
+        full["model"].update(base=str(without), chat_template=None)
+        plan_checks(full, env={})
+    assert check_chat_template({**cfg, "model": {"base": str(without), "chat_template": "passthrough"}}, {}) == []
+    assert check_chat_template({"model": {"base": "tiny", "chat_template": None}}, {}) == []
+    # both SK2D stages imported: nothing trains from the base model
+    assert check_chat_template({**cfg, "sft": {"import": {"skeleton": "a/b", "skin": "c/d"}}}, {}) == []
