@@ -43,7 +43,10 @@ def test_reproduction_layer_plans_only_the_sk2decompile_evaluation(snakemake_bin
                                         "evaluation/data/") and bench["data"].endswith("_normsrcpseudo.json")
         assert bench["protocol"] == "sk2decompile" and bench["input_field"] == "ida_pseudo_norm"
     assert dec["tasks_per_level"] is None and dec["levels"] == ["O0", "O1", "O2", "O3"]
-    assert dec["max_new_tokens"] == 4096 and dec["use_chat_template"] is False
+    assert dec["max_new_tokens"] == 4096 and cfg["model"]["chat_template"] == "passthrough"
+    from codegrpo.verl.prompts import eval_uses_template
+
+    assert eval_uses_template(cfg) is False  # raw prompts, as the reference
     proc = _dry_run(snakemake_bin, tmp_path, "config/paper.yaml", "config/reproduce_sk2d.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout.split("Job stats:", 1)[1]
