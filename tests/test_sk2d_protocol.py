@@ -186,3 +186,12 @@ def test_missing_input_field_and_empty_level_fail_before_any_model_loads(repo_ro
     with pytest.raises(d.EvalDataError, match=r"field 'ida_pseudo_norm' is not in this file"):
         d.check_eval_set(legacy, "sk2decompile", "ida_pseudo_norm")
     assert not (tmp_path / "out.json").exists()
+
+
+def test_result_records_the_evaluation_file_sha256(repo_root, tmp_path):
+    import hashlib
+
+    res = d.run_baseline("gold", repo_root / MBPP, tmp_path / "gold.json", benchmark="mbpp_decompile",
+                         protocol="sk2decompile", tasks_per_level=1)
+    assert res["data_sha256"] == hashlib.sha256((repo_root / MBPP).read_bytes()).hexdigest()
+    assert res["reexec_avg"] == 100.0 and res["input_field"] is None

@@ -207,6 +207,15 @@ def fetch_eval_file(source: str | os.PathLike, cache_dir: str | os.PathLike | No
     return dest
 
 
+def file_sha256(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
+    """sha256 of the evaluation file actually read (the cached download for a URL), for the result's provenance."""
+    h = hashlib.sha256()
+    with open(fetch_eval_file(source, cache_dir), "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def detect_schema(path: str | os.PathLike) -> str:
     """``normsrcpseudo`` or ``humaneval_legacy``, from the first entry's fields."""
     path = Path(path)
@@ -703,7 +712,8 @@ def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.Pat
                           restore_names=protocol != "sk2decompile", from_file=False)
     label, note = BASELINES[kind]
     result = {"kind": "decompile", "benchmark": benchmark, "system": kind, "label": label,
-              "variant": None, "input_note": note, "data": str(data_path), "protocol": protocol,
+              "variant": None, "input_note": note, "data": str(data_path),
+              "data_sha256": file_sha256(data_path, cache_dir), "protocol": protocol,
               "input_field": None,
               "provenance": provenance(None, dict(cfg or {}), gcc=_gcc()), **res}
     write_json(out_path, result)
@@ -784,7 +794,7 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
         "ir_only": not skin_dir, "chat_template": bool(settings.use_chat_template),
         "max_new_tokens": settings.max_new_tokens, "temperature": settings.temperature,
         "input_note": note,
-        "data": str(data_path),
+        "data": str(data_path), "data_sha256": file_sha256(data_path, cache_dir),
         "models": {"skeleton": str(skeleton_dir), "skin": str(skin_dir) if skin_dir else None},
         "backend": backends[0],
         "provenance": provenance(f"{skeleton_dir}" + (f" + {skin_dir}" if skin_dir else ""), dict(cfg or {}),
