@@ -1,6 +1,8 @@
 # Cluster bring-up targets (docs/cluster.md): `prefetch` fills the Hugging Face cache from the login node so
 # that jobs can run offline (hub.offline_jobs); library code in codegrpo/hub.py.
 
+from codegrpo.smoke import decompile_data as _smoke_decompile_data
+
 
 localrules:
     prefetch,
@@ -27,18 +29,10 @@ rule prefetch:
 # tiny model, the embedding server up and down, 2 GRPO steps with the vLLM rollout (toy task), one vLLM
 # evaluation batch. Its inputs are its own: nothing of the pipeline runs first.
 # Not part of `all`; the job succeeds whatever the checks find: read results/smoke/report.md.
-# The evaluation batch reads the configured HumanEval-Decompile file when it is local, else (the paper config
-# names the reference's file by URL; compute nodes may be offline) the shipped legacy file.
-SMOKE_DECOMPILE_DATA = (
-    config["evaluate"]["decompile"]["data"]
-    if not config["evaluate"]["decompile"]["data"].startswith(("http://", "https://"))
-    else "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
-)
-
-
 rule smoke:
     input:
-        decompile=SMOKE_DECOMPILE_DATA,
+        # the configured HumanEval-Decompile file, or the shipped legacy one when that is a URL
+        decompile=_smoke_decompile_data(config),
     output:
         report=res("smoke", "report.md"),
         json=res("smoke", "report.json"),
