@@ -169,6 +169,46 @@ def check_offline(cfg: Mapping, env: Mapping[str, str], *, cache_dir: str | None
     return hub.missing(cfg, env, cache_dir=cache_dir, datasets_dir=datasets_dir)
 
 
+def base_has_template(cfg: Mapping, env: Mapping[str, str] | None = None) -> bool | None:
+    """Whether the SK²Decompile base model's tokenizer has a chat template: the tiny model has one; a local folder
+    is read; a hub id is read from the run's hub cache (None: not cached, unknown until the job starts)."""
+    from codegrpo.verl.prompts import model_has_template
+
+    base = str((cfg.get("model") or {}).get("base") or "tiny")
+    if base == "tiny":
+        return True
+    known = model_has_template(base)
+    if known is not None:
+        return known
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        from codegrpo import hub
+
+        found = try_to_load_from_cache(base, "tokenizer_config.json", cache_dir=str(hub.hub_cache(cfg, env)))
+    except Exception:  # noqa: BLE001 - not resolvable here: the training job checks it (codegrpo.verl.stages)
+        return None
+    if not isinstance(found, str):
+        return None
+    return model_has_template(Path(found).parent)
+
+
+def check_chat_template(cfg: Mapping, env: Mapping[str, str] | None = None) -> list[str]:
+    """SK²Decompile's SFT/RL prompt format must be decided (``model.chat_template``) when the base model's tokenizer
+    has no chat template (verl 0.4.1 applies one to every prompt)."""
+    from codegrpo.verl.prompts import ChatTemplateError, resolve
+
+    sft_import = (cfg.get("sft") or {}).get("import") or {}
+    if sft_import.get("skeleton") and sft_import.get("skin"):
+        return []  # nothing of SK²Decompile is trained from the base model
+    try:
+        resolve((cfg.get("model") or {}).get("chat_template"), base_has_template(cfg, env),
+                where=str((cfg.get("model") or {}).get("base")))
+    except ChatTemplateError as exc:
+        return [str(exc)]
+    return []
+
+
 def check_wandb(cfg: Mapping, env: Mapping[str, str]) -> list[str]:
     """The wandb logger needs WANDB_API_KEY (online) or WANDB_MODE (offline / disabled)."""
     if env.get("WANDB_API_KEY") or env.get("WANDB_MODE"):
@@ -256,7 +296,7 @@ def plan_checks(cfg: Mapping, *, executor: str | None = None, env: Mapping[str, 
     """Every check that needs only the config and the environment; raise :class:`PreflightError`."""
     env = os.environ if env is None else env
     raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env)
-                   + check_wandb(cfg, env) + check_thinking(cfg) + check_budget(cfg))
+                   + check_wandb(cfg, env) + check_thinking(cfg) + check_budget(cfg) + check_chat_template(cfg, env))
 
 
 def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.PathLike, files: str = "",

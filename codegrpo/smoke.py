@@ -312,6 +312,16 @@ def run_check(check: Check, work_dir: str | os.PathLike, env: Mapping[str, str] 
                                                                      "traceback": data.get("traceback", "")[-3000:]})
 
 
+LEGACY_DECOMPILE_DATA = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
+
+
+def decompile_data(cfg: Mapping[str, Any]) -> str:
+    """The evaluation batch's file: ``evaluate.decompile.data`` when it is local, else (the paper config names the
+    reference's file by URL; compute nodes may be offline) the shipped legacy HumanEval-Decompile file."""
+    data = str(cfg["evaluate"]["decompile"]["data"])
+    return LEGACY_DECOMPILE_DATA if data.startswith(("http://", "https://")) else data
+
+
 def plan_checks(cfg: Mapping[str, Any], *, decompile_data: str, out_dir: str | os.PathLike,
                 logs_dir: str | os.PathLike) -> list[Check]:
     """The smoke's checks for this config (``smoke`` section: sizes and time limits). Its inputs are its own

@@ -25,7 +25,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import yaml
 
@@ -106,6 +106,20 @@ PROTOCOL_NOTES = {
 }
 
 
+def protocol_cell(res: Mapping) -> str:
+    """How one number was measured: the protocol, and for a model row its input field, chat template and (for
+    the IR-only ablation rows, which the reference scripts do not show how to score) the reconstructed rule."""
+    protocol = res.get("protocol") or "llm4decompile"  # files written before the protocol was recorded
+    extra = []
+    if res.get("input_field"):
+        extra.append(f"input {res['input_field']}")
+    if res.get("chat_template"):
+        extra.append("chat template")
+    if res.get("ir_only") and protocol == "sk2decompile" and res.get("input_field"):
+        extra.append("IR only, reconstructed")
+    return f"{protocol} ({', '.join(extra)})" if extra else protocol
+
+
 def reexec_columns(benchmarks=DEC_BENCHMARKS) -> list[str]:
     return [f"{prefix} {c}" for prefix, _, _ in benchmarks.values() for c in (*LEVELS, "avg")]
 
@@ -141,7 +155,7 @@ def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DE
             row[f"{prefix} avg"] = res["reexec_avg"]
             protocol = res.get("protocol") or "llm4decompile"  # files written before the protocol was recorded
             protocols.setdefault(bench, set()).add(protocol)
-            proto.append(f"{prefix}: {protocol}")
+            proto.append(f"{prefix}: {protocol_cell(res)}")
             tasks.append(f"{prefix} {_subset_note(res)}")
             provs.append(_prov(res))
         row.update(_decompile_cells(proto, tasks, provs))
@@ -215,7 +229,7 @@ def table_ablation(results: Sequence[dict], published: dict) -> Table:
             if res is not None:
                 prefix = DEC_BENCHMARKS[bench][0]
                 row[col] = res["reexec_avg"]
-                proto.append(f"{prefix}: {res.get('protocol') or 'llm4decompile'}")
+                proto.append(f"{prefix}: {protocol_cell(res)}")
                 tasks.append(f"{prefix} {_subset_note(res)}")
                 provs.append(_prov(res))
         row.update(_decompile_cells(proto, tasks, provs))

@@ -1,6 +1,8 @@
 # Cluster bring-up targets (docs/cluster.md): `prefetch` fills the Hugging Face cache from the login node so
 # that jobs can run offline (hub.offline_jobs); library code in codegrpo/hub.py.
 
+from codegrpo.smoke import decompile_data as _smoke_decompile_data
+
 
 localrules:
     prefetch,
@@ -29,7 +31,8 @@ rule prefetch:
 # Not part of `all`; the job succeeds whatever the checks find: read results/smoke/report.md.
 rule smoke:
     input:
-        decompile=config["evaluate"]["decompile"]["data"],
+        # the configured HumanEval-Decompile file, or the shipped legacy one when that is a URL
+        decompile=_smoke_decompile_data(config),
     output:
         report=res("smoke", "report.md"),
         json=res("smoke", "report.json"),

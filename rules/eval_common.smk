@@ -2,7 +2,9 @@
 # Included by rules/evaluate.smk (which the Snakefile includes after rules/dhrcl.smk, before rules/tables.smk).
 import re
 
+from codegrpo.eval.decompile import check_eval_set as _check_eval_set
 from codegrpo.eval.decompile import metric_embedding_config as _metric_embedding_config
+from codegrpo.verl.prompts import eval_uses_template as _eval_uses_template
 
 EVAL = config["evaluate"]
 EVAL_DEC = EVAL["decompile"]
@@ -15,17 +17,34 @@ EVAL_SANDBOX = {**config.get("sandbox", {}), **EVAL["sandbox"]}
 # SK2Decompile benchmarks: result name -> evaluation set (path or URL), re-executability protocol, rows that
 # need no model. One result per system and benchmark: results/eval/<system>/<benchmark>.json.
 DEC_BENCHMARKS = {
-    "humaneval_decompile": {k: EVAL_DEC[k] for k in ("data", "protocol", "baselines")},
+    "humaneval_decompile": {
+        k: EVAL_DEC[k] for k in ("data", "protocol", "input_field", "baselines")
+    },
 }
 if EVAL_DEC["mbpp"]["enabled"]:
     DEC_BENCHMARKS["mbpp_decompile"] = {
-        k: EVAL_DEC["mbpp"][k] for k in ("data", "protocol", "baselines")
+        k: EVAL_DEC["mbpp"][k]
+        for k in ("data", "protocol", "input_field", "baselines")
     }
+# Plan time: a local evaluation file without the model input field its protocol reads, or a configured level
+# without tasks, stops the plan with the file, field and config section named (a URL is checked by its job,
+# before any model loads).
+for _bench, _spec in DEC_BENCHMARKS.items():
+    _check_eval_set(
+        _spec["data"],
+        _spec["protocol"],
+        _spec["input_field"],
+        EVAL_DEC["levels"],
+        what="evaluate.decompile"
+        + (".mbpp" if _bench == "mbpp_decompile" else "")
+        + f" ({_bench})",
+    )
 DEC_BASELINES = sorted(
     {b for bench in DEC_BENCHMARKS.values() for b in bench["baselines"]}
 )
-# evaluation sets given as URLs are downloaded once into this folder by the job that needs them
-EVAL_CACHE = res("cache", "eval")
+# evaluation sets given as URLs: the run's URL cache (<HF_HOME>/codegrpo-urls, $CODEGRPO_URL_CACHE), filled by
+# `snakemake prefetch` (offline jobs read it there) or, online, by the first job that needs them
+EVAL_CACHE = None
 # Embedding of the identifier metric: the configured `embedding` section (the reward's model) with the
 # evaluate.decompile.embedding overrides. A served model on a GPU node (vLLM's server) needs the GPU and the
 # training environment; otherwise scoring needs neither.

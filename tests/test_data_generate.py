@@ -58,7 +58,11 @@ def test_obfuscate_agreement_with_reference_ir():
     exactly; the placeholder conventions do (one pair matches token for token)."""
     m = measure_norm2code(N2C)
     assert m == {"pairs": 20, "roundtrip": 20, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.6699,
-                 "mean_placeholder_ratio": 0.5756}
+                 "mean_placeholder_ratio": 0.5768}
+    # the pairs whose shipped source is the reference IR's own source (docs/data.md names them)
+    same = measure_norm2code(N2C, lines={7, 13, 17})
+    assert same == {"pairs": 3, "roundtrip": 3, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.9777,
+                    "mean_placeholder_ratio": 0.9919}
     # a pure renaming of a reference IR's own source is recovered exactly
     ref = "int func1(type1 *var1, int var2) {\n  return var1->field1 + printf(\"%d\", var2);\n}"
     src = ref.replace("func1", "get").replace("type1", "S").replace("var1", "s").replace("var2", "k") \
@@ -328,3 +332,26 @@ def test_generation_that_drops_every_row_fails_and_writes_nothing(tmp_path):
         generate_from_config(_gen_cfg(tmp_path / "s.jsonl", bad), normalize_cfg=_NORMALIZE, headers_cfg=_HEADERS,
                              seed=0, out_dir=out)
     assert not out.exists()
+
+
+def test_standard_c_names_are_data_and_kept_as_functions_and_variables():
+    from codegrpo.data.obfuscate import STANDARD_C_FILE, standard_c_names, visible_names
+
+    names = standard_c_names()
+    # the reference's list, shipped verbatim (sha256 in codegrpo/data/resources/PROVENANCE.md)
+    import hashlib
+    assert hashlib.sha256(STANDARD_C_FILE.read_bytes()).hexdigest() == (
+        "5f3e8586105235183c6758c1998f1df1ad338e7c25df2c1e03b8b4a9faeedf9a")
+    assert len(names) == 129 and {"malloc", "free", "memcpy", "strlen", "qsort", "setlocale"} <= names
+    src = ("struct Lvl { int time; int size; };\n"
+           "void f(struct Lvl *l, char *buf) {\n  char *p = malloc(l->size);\n  memcpy(p, buf, l->time);\n"
+           "  free(p);\n  printf(\"size %d\\n\", l->size);\n}\n")
+    pseudo = 'void sub_1(long a1, char *a2) { printf("size %d\\n", *(int *)(a1 + 4)); }'
+    # a word inside a string literal does not make a name visible
+    assert "size" not in visible_names(pseudo) and "printf" in visible_names(pseudo)
+    assert visible_names("x = 'q'; y = \"a\\\"b c\";") == {"x", "y"}
+    ir, mapping = obfuscate(src, visible_names(pseudo))
+    # standard names stay although the pseudo-code does not show them; a member named like one does not
+    assert "malloc(" in ir and "memcpy(" in ir and "free(" in ir and "printf(" in ir
+    assert mapping["size"].startswith("field") and mapping["time"].startswith("field")
+    assert '"size %d\\n"' in ir  # literals stay as they are

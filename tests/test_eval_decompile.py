@@ -176,14 +176,24 @@ def test_two_phase_on_the_mbpp_sample(repo_root, tmp_path, monkeypatch):
     model = build_tiny_model(tmp_path / "tiny", [r["func"] for r in rows] + [r["ida_pseudo"] for r in rows],
                              vocab_size=300)
     out = tmp_path / "eval" / "sys" / "mbpp_decompile.json"
-    settings = GenerationSettings(max_new_tokens=8, batch_size=4, use_chat_template=True)
+    from codegrpo.eval import sk2d_protocol as sk2d
+
+    settings = GenerationSettings(max_new_tokens=8, batch_size=4, use_chat_template=False)
     res = d.run_system("sys", model, model, repo_root / MBPP, out, settings=settings, backend="transformers",
                        tasks_per_level=1, workers=2, variant="full", identifier=True,
-                       embedding={"backend": "local"}, benchmark="mbpp_decompile", protocol="sk2decompile")
+                       embedding={"backend": "local"}, benchmark="mbpp_decompile", protocol="sk2decompile",
+                       input_field="ida_pseudo_norm")
     saved = json.loads(out.read_text())
     assert saved["benchmark"] == "mbpp_decompile" and saved["protocol"] == "sk2decompile"
-    assert saved["tasks_per_level"] == {lv: 1 for lv in d.LEVELS} and "IDA pseudo-code" in saved["input_note"]
-    assert all(rec["input"].startswith("long long sub_1149(") for rec in saved["records"])  # normalised IDA
+    assert saved["tasks_per_level"] == {lv: 1 for lv in d.LEVELS} and "ida_pseudo_norm" in saved["input_note"]
+    assert saved["input_field"] == "ida_pseudo_norm" and saved["chat_template"] is False
+    by_key = {(r["index"], r["opt"]): r for r in rows}
+    for rec in saved["records"]:  # what the reference's logs keep, the raw prompt (no template)
+        row = by_key[(rec["task_id"], rec["opt"])]
+        assert rec["prompt_model1"] == sk2d.phase1_prompt(row["ida_pseudo_norm"])
+        assert rec["prompt_model2"] == sk2d.phase2_prompt(rec["gen_result_model1"])
+        assert rec["final_result"] == sk2d.final_output(rec["gen_result_model2"], row["func_name"])
+        assert rec["program"] == sk2d.assemble_program(row["func_dep"], rec["output"], row["test"])
     assert saved["identifier"]["n"] == 4 and saved["identifier"]["embedding"]["model"] == "all-MiniLM-L6-v2"
     assert 0.0 <= res["reexec_avg"] <= 100.0
 

@@ -16,8 +16,8 @@ comparison, renamed function, syntax error). Intended differences from the refer
 
 * under ``sk2decompile`` a candidate using a type declared only by the test's headers (``bool`` from the
   test's ``<stdbool.h>``) fails, under ``llm4decompile`` it passes -- asserted below;
-* name restoration is skipped when the token before ``(`` is not an identifier (the reference would
-  ``str.replace`` an empty string and corrupt the text); no candidate here hits that case;
+* under ``llm4decompile`` name restoration is skipped when the token before ``(`` is not an identifier;
+  ``sk2decompile`` follows the reference even there (tests/test_sk2d_protocol.py: ``str.replace('', name)``);
 * programs run in the project's sandbox (memory / process limits), and the compile time limit is 30 s
   instead of 10 s (a loaded machine); neither changes a verdict here.
 """
@@ -267,7 +267,7 @@ def test_ida_and_ghidra_baseline_rows(nsp_file, tmp_path):
     legacy.write_text(json.dumps([{"task_id": 0, "type": "O0", "c_func": "int func0(void){return 0;}",
                                    "c_test": "int main(void){return func0();}", "input_asm_prompt": ""}]))
     with pytest.raises(d.EvalDataError, match="needs an evaluation file with ida_pseudo"):
-        d.run_baseline("ida", legacy, tmp_path / "x.json")
+        d.run_baseline("ida", legacy, tmp_path / "x.json", levels=("O0",))
     assert not os.path.exists(tmp_path / "x.json")
 
 

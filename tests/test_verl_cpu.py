@@ -200,6 +200,7 @@ def test_sft_two_steps_on_cpu(sft_run, fixtures):
     assert [r["step"] for r in rows] == [1, 2]
     assert all("train/loss" in r for r in rows) and "val/loss" in rows[-1]
     assert done["final_step"] == 2 and json.loads((run_dir / "done.json").read_text()) == done
+    assert done["chat_template"] == "passthrough"  # config.yaml's model.chat_template, as resolved for the run
     trained, tok = load_model(run_dir / "hf")
     init, _ = load_model(fixtures["tiny"])
     assert not torch.equal(trained.model.embed_tokens.weight, init.model.embed_tokens.weight)
@@ -226,6 +227,7 @@ def test_grpo_two_steps_on_cpu(sft_run, fixtures):
         assert r["response_length/max"] <= 16
     assert any(k.startswith("val-core/sk2decompile_structure/") for k in rows[-1])
     assert done["final_step"] == 2 and (run_dir / "checkpoints" / "global_step_2" / "actor").is_dir()
+    assert json.loads((run_dir / "settings.json").read_text())["settings"]["chat_template"] == "passthrough"
     # where verl placed its training worker (the local Ray of CPU mode: one node, one fake GPU)
     workers = json.loads((run_dir / "workers.json").read_text())
     assert workers["world_size"] == cfg["skeleton_rl"]["n_gpus_per_node"] and workers["nodes"] == 1

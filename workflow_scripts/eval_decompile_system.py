@@ -24,6 +24,7 @@ try:
         sm.output[0],
         benchmark=sm.wildcards.benchmark,
         protocol=p.protocol,
+        input_field=p.input_field,
         cache_dir=p.cache,
         settings=settings,
         backend=p.backend,

@@ -4,8 +4,12 @@ The reference's obfuscation script is missing upstream; this is a reconstruction
 seen in the shipped ``norm2code`` / ``pseudo2norm`` pairs: user-defined functions, types, variables and
 fields become ``funcN`` / ``typeN`` / ``varN`` / ``fieldN`` (one counter per kind, numbered from 1 in order
 of first appearance in the text); names the decompiler's pseudo-code still shows (library calls, external
-symbols, a function name kept in the binary's symbols) stay; literals, keywords, labels and the C built-in
-types stay.
+symbols, a function name kept in the binary's symbols) stay; so do the standard C library names of the
+reference's ``Preprocess/standard_c.txt`` (shipped verbatim as ``codegrpo/data/resources/standard_c.txt``,
+provenance beside it) used as functions or variables (a struct member named ``time`` is a field like any other)
+and the language-environment names of ``ALWAYS_KEEP``; literals, keywords, labels and the
+C built-in types stay. A word inside a string or character literal of the pseudo-code (``"size %d"``) does not
+make a name visible.
 
 Identifiers are found and classified with the same tree-sitter-c rules as the skin reward
 (:func:`codegrpo.rewards.sk2d._classify`): ``type_identifier`` → type, ``field_identifier`` → field, an
@@ -16,7 +20,9 @@ appearance (a function pointer variable that is later called stays ``varN``).
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 
 from codegrpo.rewards.compile import c_parser
 from codegrpo.rewards.sk2d import _classify
@@ -33,9 +39,26 @@ ALWAYS_KEEP = frozenset({
 })
 
 
+STANDARD_C_FILE = Path(__file__).with_name("resources") / "standard_c.txt"
+# string and character literals (escapes included); their words are text, not names the decompiler shows
+_LITERAL = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'")
+
+
+@functools.lru_cache(maxsize=1)
+def standard_c_names() -> frozenset[str]:
+    """The reference's standard C names (comma-separated in the shipped data file), kept by :func:`obfuscate`."""
+    text = STANDARD_C_FILE.read_text(encoding="utf-8")
+    names = frozenset(w.strip() for w in text.split(",") if w.strip())
+    bad = sorted(n for n in names if not _WORD.fullmatch(n))
+    if bad:
+        raise ValueError(f"{STANDARD_C_FILE}: not C identifiers: {bad[:5]}")
+    return names
+
+
 def visible_names(pseudo: str) -> set[str]:
-    """Every word of the pseudo-code: the names the decompiler still shows."""
-    return set(_WORD.findall(pseudo or ""))
+    """The names the decompiler still shows: every word of the pseudo-code outside its string and character
+    literals."""
+    return set(_WORD.findall(_LITERAL.sub(" ", pseudo or "")))
 
 
 def obfuscate(source: str, keep: set[str] | frozenset[str] = frozenset()) -> tuple[str, dict[str, str]]:
@@ -43,6 +66,7 @@ def obfuscate(source: str, keep: set[str] | frozenset[str] = frozenset()) -> tup
 
     ``keep``: names that stay (usually :func:`visible_names` of the pseudo-code).
     """
+    standard = standard_c_names()
     data = source.encode("utf8")
     tree = c_parser().parse(data)
     nodes = []
@@ -58,7 +82,10 @@ def obfuscate(source: str, keep: set[str] | frozenset[str] = frozenset()) -> tup
     mapping: dict[tuple[str, str], str] = {}
     edits = []
     for start, end, kind, name in nodes:
-        if name in keep or name in ALWAYS_KEEP or PLACEHOLDER.match(name):
+        # a standard C name stays as a function or variable, not as a struct member (`level.time`: the
+        # reference IR of norm2code-examples line 7 has `var4.field4`)
+        if (name in keep or name in ALWAYS_KEEP or PLACEHOLDER.match(name)
+                or (name in standard and kind in ("func", "var"))):
             continue
         space = "ordinary" if kind in ("func", "var") else kind
         key = (space, name)
@@ -101,11 +128,12 @@ def agreement(ir: str, reference: str) -> dict:
             "placeholder_ratio": difflib.SequenceMatcher(None, ph_a, ph_b, autojunk=False).ratio()}
 
 
-def measure_norm2code(path) -> dict:
+def measure_norm2code(path, lines=None) -> dict:
     """Agreement over a file of shipped ``norm2code`` pairs (input = wrapped reference IR, output = source).
     The names the reference IR kept stand for what the pseudo-code showed. ``roundtrip``: how many of the
     reference IRs this module reproduces from their own de-obfuscated text (:func:`roundtrip`), i.e. whether
-    the placeholder conventions agree independently of how far the shipped source differs from the IR's."""
+    the placeholder conventions agree independently of how far the shipped source differs from the IR's.
+    ``lines``: only these 1-based line numbers of the file (e.g. the pairs whose source is the IR's source)."""
     import json
 
     from codegrpo.data.ingest import unwrap_prompt
@@ -113,8 +141,8 @@ def measure_norm2code(path) -> dict:
     per = []
     rt = 0
     with open(path, encoding="utf-8") as fh:
-        for ln in fh:
-            if not ln.strip():
+        for lineno, ln in enumerate(fh, 1):
+            if not ln.strip() or (lines is not None and lineno not in lines):
                 continue
             r = json.loads(ln)
             ref = unwrap_prompt("normalized", r["input"])
@@ -151,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description="IR agreement of the obfuscator with shipped norm2code pairs")
     ap.add_argument("path", help="JSONL with input = wrapped reference IR, output = source")
+    ap.add_argument("--lines", help="comma-separated 1-based line numbers to measure (default: all)")
     args = ap.parse_args(argv)
-    print(json.dumps(measure_norm2code(args.path), indent=2))
+    lines = {int(x) for x in args.lines.split(",")} if args.lines else None
+    print(json.dumps(measure_norm2code(args.path, lines), indent=2))
     return 0
 
 

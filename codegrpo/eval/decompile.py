@@ -18,10 +18,13 @@ removed from them); the decompiled function is compiled alone after those includ
 in the sandbox with a time limit. A task passes iff the program exits with status 0 (the test is a
 ``main`` with C ``assert``s). Rates are passed / tasks per optimisation level, and their mean.
 
-Inference is two-phase: the skeleton (structure-recovery) model turns normalised pseudo-code into the IR,
-the skin (identifier-naming) model turns the IR into C. Prompts are exactly the reference's (spec §1.1);
-decoding is greedy. After each phase the function name is restored as the reference does (see
-``restore_function_name``).
+Inference is two-phase: the skeleton (structure-recovery) model turns pseudo-code into the IR, the skin
+(identifier-naming) model turns the IR into C; decoding is greedy. Under ``sk2decompile`` everything follows the
+reference scripts step by step (:mod:`codegrpo.eval.sk2d_protocol`, :func:`sk2d_two_phase`): the configured input
+field (``ida_pseudo_norm``) as is, the raw phase-1 generation in the phase-2 prompt, the reference's name
+replacement on the final output only and again when scoring, one full compile and a run. The legacy path
+(``llm4decompile``: the legacy HumanEval-Decompile file, Ghidra pseudo-code through this project's normaliser)
+restores the name after each phase with a guarded rule (``restore_function_name``).
 """
 
 from __future__ import annotations
@@ -63,10 +66,11 @@ class DecompileTask:
     opt: str
     c_func: str
     c_test: str
-    pseudo: str  # model input: input_asm_prompt (legacy files) or ida_pseudo (normsrcpseudo files)
+    pseudo: str  # model input: input_asm_prompt (legacy files) or the configured field (normsrcpseudo files)
     func_name: str = "func0"
     func_dep: str | None = None  # normsrcpseudo: the gold function's dependencies (None: c_func's includes)
     decompiled: tuple[tuple[str, str], ...] = ()  # normsrcpseudo: (("ida", ida_pseudo), ("ghidra", ...))
+    input_field: str = "input_asm_prompt"  # the row field ``pseudo`` was read from
 
     @property
     def key(self) -> str:
@@ -130,13 +134,15 @@ def _first_per_level(tasks: list[DecompileTask], levels: Sequence[str], n: int |
 
 
 def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, tasks_per_level: int | None = None,
-                       language: str = "c") -> list[DecompileTask]:
+                       language: str = "c", input_field: str = "ida_pseudo") -> list[DecompileTask]:
     """Read an SK²Decompile evaluation file (``humaneval_normsrcpseudo.json`` / ``mbpp_normsrcpseudo.json``).
 
     A JSON list of objects with ``NSP_FIELDS`` (extra fields such as ``ida_pseudo_norm`` or ``asm`` are
     ignored). Rows of another ``language`` are skipped, as ``evaluate_exe.py`` selects ``language == 'c'``.
-    The model input is ``ida_pseudo`` (normalised by this project's normaliser at inference); the raw
-    ``ida_pseudo`` / ``ghidra_pseudo`` are the decompiler baseline rows.
+    The model input is the row's ``input_field`` (the reference protocol: ``ida_pseudo_norm``, given to the
+    model as is; the legacy path: ``ida_pseudo``, normalised by this project's normaliser at inference); a row
+    without it is an error naming the file, the entry and the field. The raw ``ida_pseudo`` /
+    ``ghidra_pseudo`` are the decompiler baseline rows.
     """
     path = Path(path)
     tasks: list[DecompileTask] = []
@@ -146,7 +152,10 @@ def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, 
         for field in NSP_FIELDS:
             if field not in row:
                 raise EvalDataError(f"{path}: entry {i}: missing field {field!r}")
-        for field in NSP_FIELDS[1:]:
+        if input_field not in row:
+            raise EvalDataError(f"{path}: entry {i}: missing field {input_field!r} (the configured model input "
+                                f"field)")
+        for field in (*NSP_FIELDS[1:], input_field):
             if not isinstance(row[field], str):
                 raise EvalDataError(f"{path}: entry {i}: field {field!r} must be a string")
         if row["language"] != language:
@@ -160,9 +169,10 @@ def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, 
         if not _NAME_RE.match(row["func_name"]):
             raise EvalDataError(f"{path}: entry {i}: field 'func_name' is not a C identifier: {row['func_name']!r}")
         if row["opt"] in levels:
-            tasks.append(DecompileTask(index, row["opt"], row["func"], row["test"], row["ida_pseudo"],
+            tasks.append(DecompileTask(index, row["opt"], row["func"], row["test"], row[input_field],
                                        func_name=row["func_name"], func_dep=row["func_dep"],
-                                       decompiled=(("ida", row["ida_pseudo"]), ("ghidra", row["ghidra_pseudo"]))))
+                                       decompiled=(("ida", row["ida_pseudo"]), ("ghidra", row["ghidra_pseudo"])),
+                                       input_field=input_field))
     return _first_per_level(tasks, levels, tasks_per_level)
 
 
@@ -184,6 +194,15 @@ def fetch_eval_file(source: str | os.PathLike, cache_dir: str | os.PathLike | No
         raise EvalDataError(str(exc)) from exc
 
 
+def file_sha256(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
+    """sha256 of the evaluation file actually read (the cached download for a URL), for the result's provenance."""
+    h = hashlib.sha256()
+    with open(fetch_eval_file(source, cache_dir), "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def detect_schema(path: str | os.PathLike) -> str:
     """``normsrcpseudo`` or ``humaneval_legacy``, from the first entry's fields."""
     path = Path(path)
@@ -198,12 +217,40 @@ def detect_schema(path: str | os.PathLike) -> str:
 
 
 def load_eval_set(source: str | os.PathLike, levels: Sequence[str] = LEVELS, tasks_per_level: int | None = None,
-                  cache_dir: str | os.PathLike | None = None) -> list[DecompileTask]:
-    """Load either schema from a path or URL (see ``load_normsrcpseudo`` / ``load_humaneval_decompile``)."""
+                  cache_dir: str | os.PathLike | None = None, input_field: str | None = None) -> list[DecompileTask]:
+    """Load either schema from a path or URL (see ``load_normsrcpseudo`` / ``load_humaneval_decompile``).
+
+    ``input_field``: the model input field every row must have (None: the schema's legacy default, ``ida_pseudo``
+    or ``input_asm_prompt``). A requested level without tasks is an error naming the file and the level.
+    """
     path = fetch_eval_file(source, cache_dir)
     if detect_schema(path) == "normsrcpseudo":
-        return load_normsrcpseudo(path, levels, tasks_per_level)
-    return load_humaneval_decompile(path, levels, tasks_per_level)
+        tasks = load_normsrcpseudo(path, levels, tasks_per_level, input_field=input_field or "ida_pseudo")
+    else:
+        if input_field not in (None, "input_asm_prompt"):
+            raise EvalDataError(f"{path}: the configured model input field {input_field!r} is not in this file "
+                                f"(a legacy HumanEval-Decompile file: task_id, type, c_func, c_test, "
+                                f"input_asm_prompt); the reference protocol reads the normsrcpseudo files")
+        tasks = load_humaneval_decompile(path, levels, tasks_per_level)
+    present = {t.opt for t in tasks}
+    empty = [lv for lv in levels if lv not in present]
+    if empty:
+        raise EvalDataError(f"{path}: no tasks at level(s) {', '.join(empty)} (language c); the configured levels "
+                            f"are {list(levels)}")
+    return tasks
+
+
+def check_eval_set(source: str | os.PathLike, protocol: str, input_field: str | None, levels: Sequence[str] = LEVELS,
+                   what: str = "evaluate.decompile") -> None:
+    """Plan-time check of a local evaluation file (a URL is checked by its job before any model loads): readable,
+    every row with the model input field the protocol reads, every configured level with tasks. Raises
+    EvalDataError naming the file, the field or level, and the config section."""
+    if str(source).startswith(("http://", "https://")):
+        return
+    try:
+        load_eval_set(source, levels, input_field=input_field if protocol == "sk2decompile" else None)
+    except (EvalDataError, FileNotFoundError) as exc:
+        raise EvalDataError(f"{what}: {exc}") from exc
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -283,12 +330,19 @@ class ExecOutcome:
     detail: str = ""
 
 
-def check_program(only_func: str, full: str, sandbox, timeout: float = 10.0,
+def check_program(only_func: str | None, full: str, sandbox, timeout: float = 10.0,
                   compile_timeout: float = 30.0) -> ExecOutcome:
-    """Compile the function alone (``gcc -S``), then compile the test program and run it, all in the sandbox."""
-    res = sandbox.compile_c(only_func, timeout_s=compile_timeout, flags=("-S",), libs=())
-    compiled = res.ok
+    """Compile the function alone (``gcc -S``), then compile the test program and run it, all in the sandbox.
+
+    ``only_func`` None (the sk2decompile protocol): no separate step; ``compiled`` is whether the full program
+    compiles (cal_execute_rate.py's ``flag_comp``).
+    """
+    compiled = None
+    if only_func is not None:
+        compiled = sandbox.compile_c(only_func, timeout_s=compile_timeout, flags=("-S",), libs=()).ok
     res = sandbox.compile_c(full, timeout_s=compile_timeout, flags=("-O0",), libs=("-lm",))
+    if compiled is None:
+        compiled = res.ok
     if not res.ok:
         return ExecOutcome(compiled, False, "compile_full", (res.result.stderr or "")[-400:])
     run = sandbox.run_binary(res.binary, timeout_s=timeout)
@@ -302,28 +356,47 @@ def check_program(only_func: str, full: str, sandbox, timeout: float = 10.0,
 
 def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], *, workers: int = 1,
                     timeout: float = 10.0, restore_names: bool = True, sandbox_limits: Mapping | None = None,
-                    desc: str = "re-executability", protocol: str = "llm4decompile") -> dict:
+                    desc: str = "re-executability", protocol: str = "llm4decompile", from_file: bool = True) -> dict:
     """Score ``outputs`` (task key -> decompiled C; a missing key scores as an empty output).
 
+    ``sk2decompile``: exactly evaluate_exe.py's steps (:mod:`codegrpo.eval.sk2d_protocol`): the output as read
+    back from the file the inference script saved (``from_file``; False for baseline rows, which the reference
+    reads from the JSON), the reference's name replacement, ``func_dep + "\n" + candidate + "\n" + test``,
+    one ``gcc -O0 ... -lm`` compile and a run; an empty output is compiled like any other. ``llm4decompile``: the
+    guarded name restoration (:func:`restore_function_name`), the legacy assembly, an empty output fails
+    without running gcc. Each record keeps the candidate (``output``) and the compiled ``program``.
     Identical programs are compiled and run once. Returns per-level and average rates plus per-task records.
     """
+    from codegrpo.eval import sk2d_protocol as sk2d
+
     from tqdm import tqdm
 
     t0 = time.time()
-    jobs: dict[str, tuple[str, str]] = {}
+    jobs: dict[str, tuple[str | None, str]] = {}
+    jobs_all: dict[str, tuple[str | None, str]] = {}
     task_prog: list[tuple[DecompileTask, str, str]] = []
     for task in tasks:
         text = outputs.get(task.key, "")
-        if restore_names:
-            text = restore_function_name(text, task.func_name)
-        only_func, full = build_programs(text, task.c_func, task.c_test, protocol, task.func_dep)
-        digest = hashlib.sha256((only_func + "\0" + full).encode()).hexdigest()
+        if protocol == "sk2decompile":
+            if from_file:
+                text = sk2d.file_roundtrip(text)
+            if restore_names:
+                text = sk2d.strip_name(text, task.func_name)
+            dep = task.func_dep if task.func_dep is not None else "\n".join(split_includes(task.c_func)[0])
+            only_func, full = None, sk2d.assemble_program(dep, text, task.c_test)
+        else:
+            if restore_names:
+                text = restore_function_name(text, task.func_name)
+            only_func, full = build_programs(text, task.c_func, task.c_test, protocol, task.func_dep)
+        digest = hashlib.sha256(((only_func or "") + "\0" + full).encode()).hexdigest()
         jobs.setdefault(digest, (only_func, full))
+        jobs_all.setdefault(digest, (only_func, full))
         task_prog.append((task, digest, text))
     results: dict[str, ExecOutcome] = {}
     # An empty (or whitespace-only) output is scored as neither compilable nor re-executable without running
     # gcc: the legacy harness would count the includes alone as a compilable "function".
-    empty = {digest for task, digest, text in task_prog if not text.strip()}
+    empty = ({digest for task, digest, text in task_prog if not text.strip()} if protocol != "sk2decompile"
+             else set())
     for digest in empty:
         results[digest] = ExecOutcome(False, False, "empty", "")
         jobs.pop(digest, None)
@@ -335,7 +408,7 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
     for task, digest, text in task_prog:
         o = results[digest]
         records.append({"task_id": task.task_id, "opt": task.opt, "compiled": o.compiled, "passed": o.passed,
-                        "stage": o.stage, "detail": o.detail, "output": text})
+                        "stage": o.stage, "detail": o.detail, "output": text, "program": jobs_all[digest][1]})
     summary = summarize_records(records)
     summary["protocol"] = protocol
     log.info("%s: %d tasks (%d distinct programs, %d empty outputs), re-executability avg %.2f%%, "
@@ -397,13 +470,24 @@ def skin_prompt(ir: str) -> str:
     return SKIN_PROMPT.format(code=ir.strip())
 
 
-def _run_phase(gen, prompts: list[str], desc: str) -> list[list[str]]:
-    """Generate with ``gen``; when ``gen`` is a factory, build the generator and close it afterwards."""
+def _run_phase(gen, prompts: list[str], desc: str, rendered: list | None = None) -> list[list[str]]:
+    """Generate with ``gen``; when ``gen`` is a factory, build the generator and close it afterwards.
+
+    ``rendered``, when given, receives the exact texts the model was given (after any chat template)."""
+    from codegrpo.eval.generate import apply_template
+
+    def run(g):
+        if rendered is not None:
+            tok, settings = getattr(g, "tokenizer", None), getattr(g, "settings", None)
+            use = bool(getattr(settings, "use_chat_template", False))
+            rendered.extend(apply_template(tok, p, use) if tok is not None else p for p in prompts)
+        return g.generate(prompts, desc=desc)
+
     if hasattr(gen, "generate"):
-        return gen.generate(prompts, desc=desc)
+        return run(gen)
     built = gen()
     try:
-        return built.generate(prompts, desc=desc)
+        return run(built)
     finally:
         close = getattr(built, "close", None)
         if close is not None:
@@ -429,6 +513,37 @@ def two_phase(tasks: Sequence[DecompileTask], skeleton_gen, skin_gen=None,
     else:
         outs = irs
     return {t.key: {"input": x, "ir": ir, "output": o} for t, x, ir, o in zip(tasks, inputs, irs, outs)}
+
+
+def sk2d_two_phase(tasks: Sequence[DecompileTask], skeleton_gen, skin_gen=None, strip: bool = True) -> dict[str, dict]:
+    """SK²Decompile's inference exactly as ``sk2decompile_inf.py`` runs it (:mod:`codegrpo.eval.sk2d_protocol`).
+
+    Phase 1 reads each task's configured input field as is; phase 2 reads phase 1's raw generation; the function
+    name is replaced only in the final output (``--strip 1``). Without a skin model (the IR-only ablation rows;
+    the reference scripts do not show how the paper scored them -- reconstructed) the final output is phase 1's
+    generation with the same replacement. Returns task key -> the reference log's fields: ``input_field``,
+    ``prompt_model1`` / ``prompt_model2`` (the exact text given to the model, after any chat template),
+    ``gen_result_model1`` / ``gen_result_model2`` (raw generations; None without a skin model) and
+    ``final_result``.
+    """
+    from codegrpo.eval import sk2d_protocol as sk2d
+
+    shown1: list[str] = []
+    gen1 = [samples[0] for samples in _run_phase(skeleton_gen, [sk2d.phase1_prompt(t.pseudo) for t in tasks],
+                                                 "skeleton", shown1)]
+    shown2: list[str] = []
+    if skin_gen is not None:
+        gen2 = [samples[0] for samples in _run_phase(skin_gen, [sk2d.phase2_prompt(g) for g in gen1], "skin",
+                                                     shown2)]
+    else:
+        gen2 = [None] * len(tasks)
+    out = {}
+    for i, t in enumerate(tasks):
+        last = gen2[i] if gen2[i] is not None else gen1[i]
+        out[t.key] = {"input_field": t.input_field, "prompt_model1": shown1[i], "gen_result_model1": gen1[i],
+                      "prompt_model2": shown2[i] if shown2 else None, "gen_result_model2": gen2[i],
+                      "final_result": sk2d.final_output(last, t.func_name, strip)}
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -540,7 +655,13 @@ BASELINES = {
 
 
 def baseline_outputs(kind: str, tasks: Sequence[DecompileTask], protocol: str, source: str = "") -> dict[str, str]:
-    """The outputs of a row that needs no model, per task key."""
+    """The outputs of a row that needs no model, per task key.
+
+    Under ``sk2decompile`` the IDA / Ghidra texts are already the candidates evaluate_exe.py compiles (both name
+    replacements applied: :func:`codegrpo.eval.sk2d_protocol.decompiler_text`); score them with
+    ``restore_names=False``."""
+    from codegrpo.eval.sk2d_protocol import decompiler_text
+
     if kind not in BASELINES:
         raise ValueError(f"unknown baseline {kind!r}; known: {sorted(BASELINES)}")
     out = {}
@@ -550,9 +671,10 @@ def baseline_outputs(kind: str, tasks: Sequence[DecompileTask], protocol: str, s
             out[t.key] = (t.c_func if protocol == "sk2decompile" and t.func_dep is not None
                           else split_includes(t.c_func)[1][0].strip() + "\n")
         elif t.decompiled:
-            out[t.key] = dict(t.decompiled)[kind]
+            text = dict(t.decompiled)[kind]
+            out[t.key] = decompiler_text(text, t.func_name) if protocol == "sk2decompile" else text
         elif kind == "ghidra":
-            out[t.key] = t.pseudo
+            out[t.key] = decompiler_text(t.pseudo, t.func_name) if protocol == "sk2decompile" else t.pseudo
         else:
             raise EvalDataError(f"{source}: the {kind!r} row needs an evaluation file with {kind}_pseudo fields "
                                 f"(normsrcpseudo schema)")
@@ -573,10 +695,13 @@ def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.Pat
     tasks = load_eval_set(data_path, levels, tasks_per_level, cache_dir)
     outputs = baseline_outputs(kind, tasks, protocol, str(data_path))
     res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
-                          desc=f"re-exec {kind} {benchmark}", protocol=protocol)
+                          desc=f"re-exec {kind} {benchmark}", protocol=protocol,
+                          restore_names=protocol != "sk2decompile", from_file=False)
     label, note = BASELINES[kind]
     result = {"kind": "decompile", "benchmark": benchmark, "system": kind, "label": label,
-              "variant": None, "input_note": note, "data": str(data_path), "protocol": protocol,
+              "variant": None, "input_note": note, "data": str(data_path),
+              "data_sha256": file_sha256(data_path, cache_dir), "protocol": protocol,
+              "input_field": None,
               "provenance": provenance(None, dict(cfg or {}), gcc=_gcc()), **res}
     write_json(out_path, result)
     return result
@@ -594,8 +719,13 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
                embedding: Mapping | None = None, normalizer_style: str = DEFAULT_STYLE,
                sandbox_limits: Mapping | None = None, cfg: Mapping | None = None,
                benchmark: str = "humaneval_decompile", protocol: str = "llm4decompile",
-               cache_dir: str | os.PathLike | None = None, embedding_log: str | os.PathLike | None = None) -> dict:
+               cache_dir: str | os.PathLike | None = None, embedding_log: str | os.PathLike | None = None,
+               input_field: str | None = None) -> dict:
     """Two-phase inference with the given model folders, then re-executability (and identifier quality).
+
+    ``protocol="sk2decompile"``: the reference's inference and scoring (:func:`sk2d_two_phase`), the model input
+    read as is from ``input_field`` (default ``ida_pseudo_norm``); checked in every row before any model loads.
+    ``llm4decompile``: the legacy path (this project's normaliser on the pseudo-code, :func:`two_phase`).
 
     ``embedding`` is the identifier metric's embedding section (:func:`metric_embedding_config`); a served
     model's server log goes to ``embedding_log``.
@@ -604,8 +734,13 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
     from codegrpo.eval.generate import make_generator
     from codegrpo.io import write_json
 
+    from codegrpo.eval.sk2d_protocol import DEFAULT_INPUT_FIELD
+
     t0 = time.time()
-    tasks = load_eval_set(data_path, levels, tasks_per_level, cache_dir)
+    reference = protocol == "sk2decompile"
+    if reference:
+        input_field = input_field or DEFAULT_INPUT_FIELD
+    tasks = load_eval_set(data_path, levels, tasks_per_level, cache_dir, input_field if reference else None)
     ida_inputs = bool(tasks) and bool(tasks[0].decompiled)
     backends: list[str] = []
 
@@ -615,22 +750,38 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
         return g
 
     # one generator (one vLLM engine) alive at a time: the skeleton's is closed before the skin's is built
-    gen = two_phase(tasks, lambda: build(skeleton_dir), (lambda: build(skin_dir)) if skin_dir else None,
-                    make_normalizer(normalizer_style))
-    outputs = {k: v["output"] for k, v in gen.items()}
+    skel, skin = (lambda: build(skeleton_dir)), ((lambda: build(skin_dir)) if skin_dir else None)
+    if reference:
+        gen = sk2d_two_phase(tasks, skel, skin)
+        outputs = {k: v["final_result"] for k, v in gen.items()}
+    else:
+        gen = two_phase(tasks, skel, skin, make_normalizer(normalizer_style))
+        outputs = {k: v["output"] for k, v in gen.items()}
     res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
                           desc=f"re-exec {name} {benchmark}", protocol=protocol)
     for rec in res["records"]:
         g = gen[f"{rec['task_id']}_{rec['opt']}"]
-        rec["input"], rec["ir"] = g["input"], g["ir"]
+        if reference:
+            rec.update(g)
+        else:
+            rec["input"], rec["ir"] = g["input"], g["ir"]
+    if reference:
+        note = (f"the evaluation file's {input_field} field as is (sk2decompile_inf.py --decompiler {input_field}), "
+                f"raw prompts{' in the chat template' if settings.use_chat_template else ''}"
+                + ("; IR only: phase 1's output scored with the reference's name replacement (reconstructed)"
+                   if not skin_dir else ""))
+    elif ida_inputs:
+        note = "IDA pseudo-code (ida_pseudo) through this project's pseudo-code normaliser"
+    else:
+        note = ("Ghidra pseudo-code through this project's pseudo-code normaliser (the reference uses "
+                "IDA-normalised pseudo-code, not in this evaluation file)")
     result = {
         "kind": "decompile", "benchmark": benchmark, "system": name, "label": label or name,
-        "variant": variant, "protocol": protocol,
-        "input_note": ("IDA pseudo-code (ida_pseudo) through this project's pseudo-code normaliser, as the paper"
-                       if ida_inputs else
-                       "Ghidra pseudo-code through this project's pseudo-code normaliser (the reference uses "
-                       "IDA-normalised pseudo-code, not in this evaluation file)"),
-        "data": str(data_path),
+        "variant": variant, "protocol": protocol, "input_field": input_field if reference else None,
+        "ir_only": not skin_dir, "chat_template": bool(settings.use_chat_template),
+        "max_new_tokens": settings.max_new_tokens, "temperature": settings.temperature,
+        "input_note": note,
+        "data": str(data_path), "data_sha256": file_sha256(data_path, cache_dir),
         "models": {"skeleton": str(skeleton_dir), "skin": str(skin_dir) if skin_dir else None},
         "backend": backends[0],
         "provenance": provenance(f"{skeleton_dir}" + (f" + {skin_dir}" if skin_dir else ""), dict(cfg or {}),

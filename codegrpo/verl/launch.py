@@ -151,8 +151,11 @@ def sft_launch(
     val_files: Sequence[str] | str,
     model_path: str,
     run_dir: str | os.PathLike,
+    chat_template: str | None = None,
 ) -> Launch:
-    """The SFT launch of run ``sft_<which>`` (which = skeleton | skin) from the pipeline config."""
+    """The SFT launch of run ``sft_<which>`` (which = skeleton | skin) from the pipeline config.
+
+    ``chat_template``: the resolved ``model.chat_template`` (:mod:`codegrpo.verl.prompts`)."""
     if which not in SFT_RUNS:
         raise ValueError(f"unknown SFT run {which!r}; expected one of {SFT_RUNS}")
     s = cfg["sft"]
@@ -190,6 +193,7 @@ def sft_launch(
         "codegrpo.device": device,
         "codegrpo.run_dir": str(run_dir),
         "codegrpo.metrics_file": str(run_dir / "metrics.jsonl"),
+        "codegrpo.chat_template": chat_template,
     }
     overrides = [f"{k}={fmt(v)}" for k, v in ov.items()] + list(s.get("overrides") or [])
     if device == "cpu":

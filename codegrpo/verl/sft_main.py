@@ -83,6 +83,10 @@ def configure(cfg):
 
         cpu.setup()
 
+    from codegrpo.verl.prompts import install
+
+    install(cfg.codegrpo.get("chat_template"))  # the prompt format the SFT dataset renders (model.chat_template)
+
     import verl.trainer.fsdp_sft_trainer as sft
 
     from codegrpo.verl.metrics import tracking_class

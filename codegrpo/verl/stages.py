@@ -28,7 +28,7 @@ from codegrpo.io import write_json
 from codegrpo.models import export_hf, import_checkpoint
 from codegrpo.runlock import locked_run_dir
 from codegrpo.verl import checkpoints
-from codegrpo.verl.launch import grpo_launch, sft_launch
+from codegrpo.verl.launch import fmt, grpo_launch, sft_launch
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,17 @@ def _run_launch(launch, run_dir: Path) -> None:
         raise TrainingError(f"{launch.run}: trainer exited with status {rc}; see {train_log}")
 
 
+def chat_template_choice(cfg: Mapping, stage: str, init_model: str) -> str | None:
+    """The resolved ``model.chat_template`` of an SK²Decompile stage (sft, skeleton_rl, skin_rl) starting from
+    ``init_model``; None for other runs (DHRCL keeps its tokenizer's template). An error names the key."""
+    from codegrpo.verl import prompts
+
+    if stage not in prompts.SK2D_STAGES:
+        return None
+    return prompts.resolve((cfg.get("model") or {}).get("chat_template"), prompts.model_has_template(init_model),
+                           where=str(init_model))
+
+
 @locked_run_dir
 def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
             init_model: str, run_dir: str | os.PathLike) -> dict:
@@ -161,11 +172,13 @@ def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_f
     if src:
         return _import(run_dir, src, record, t0)
     check_model(init_model)
+    template = chat_template_choice(cfg, "sft", init_model)
+    write_json(run_dir / "config.json", {**record, "chat_template": template})
     rows = check_parquet(train_files, "sft")
     log.info("%s: %d training rows, %d validation rows", run, rows, check_parquet(val_files, "sft"))
     preflight.stage_checks(cfg, "sft", rows=rows, model_dir=init_model, files=str(train_files))
     launch = sft_launch(cfg, which, train_files=train_files, val_files=val_files, model_path=init_model,
-                        run_dir=run_dir)
+                        run_dir=run_dir, chat_template=template)
     launch.overrides.append(epochs_override(cfg, cfg["sft"], rows, kind="sft"))
     _run_launch(launch, run_dir)
     from codegrpo.verl.sft_main import latest_sft_checkpoint
@@ -175,7 +188,7 @@ def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_f
         raise TrainingError(f"{run}: training ended without a checkpoint in {run_dir / 'checkpoints'}")
     step, path = found
     export_hf(path, run_dir / "hf", tokenizer_from=init_model)
-    return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(path)}, t0)
+    return _finish(run_dir, {**record, "final_step": step, "checkpoint": str(path), "chat_template": template}, t0)
 
 
 class GrpoHook:
@@ -255,9 +268,11 @@ def reward_sections(cfg: Mapping, run: str) -> dict[str, dict]:
 
 
 def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_files, init_model: str,
-                 run_dir: Path, extra_overrides: Sequence[str] = (), hook: GrpoHook | None = None) -> dict:
+                 run_dir: Path, extra_overrides: Sequence[str] = (), hook: GrpoHook | None = None,
+                 chat_template: str | None = None) -> dict:
     """The resolved settings of a GRPO run (what settings.json holds and what decides resume vs. fresh start),
-    including the reward sections (:func:`reward_sections`) the reward code reads in verl's workers."""
+    including the reward sections (:func:`reward_sections`) the reward code reads in verl's workers and the
+    resolved prompt format (``chat_template``: :func:`chat_template_choice`)."""
     hook = hook or GrpoHook()
     run_dir = Path(run_dir).resolve()
     section = dict(section)
@@ -267,6 +282,7 @@ def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_f
             "val_files": [str(p.resolve()) for p in _files_list(val_files)],
             **reward_sections(cfg, run),
             "extra_overrides": list(extra_overrides),
+            "chat_template": chat_template,
             "extra": hook.settings(cfg, section, run_dir, init_model)}
 
 
@@ -300,7 +316,8 @@ def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapp
     run_dir = Path(run_dir).resolve()
     launch = grpo_launch(cfg, settings["section"], settings["run"], train_files=settings["train_files"],
                          val_files=settings["val_files"], model_path=settings["init_model"], run_dir=run_dir,
-                         extra_overrides=[*settings["extra_overrides"], *hook.overrides(settings, run_dir)],
+                         extra_overrides=[*settings["extra_overrides"], *hook.overrides(settings, run_dir),
+                                          f"codegrpo.chat_template={fmt(settings.get('chat_template'))}"],
                          reward_path=reward_path)
     launch.env.update(env or {})
     launch.env[SETTINGS_ENV] = str(run_dir / SETTINGS_FILE)
@@ -326,8 +343,9 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
     run_dir = Path(run_dir).resolve()
     record = {"run": run, "kind": "grpo", "device": cfg["device"], "init_model": init_model,
               "section": dict(section)}
+    template = None if section.get("import") else chat_template_choice(cfg, run, init_model)
     settings = run_settings(cfg, section, run, train_files=train_files, val_files=val_files, init_model=init_model,
-                            run_dir=run_dir, extra_overrides=extra_overrides, hook=hook)
+                            run_dir=run_dir, extra_overrides=extra_overrides, hook=hook, chat_template=template)
     mode = prepare_run_dir(run_dir, settings)
     done = run_dir / "done.json"
     if done.exists():

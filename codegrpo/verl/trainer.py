@@ -199,6 +199,10 @@ class ProjectTaskRunner(main_ppo.TaskRunner.__ray_actor_class__):
     """verl's TaskRunner with :class:`ProjectTrainer` and the configured driver plug-ins."""
 
     def run(self, config):
+        from codegrpo.verl.prompts import install
+
+        # the prompt format RLHFDataset renders in this process (model.chat_template)
+        install(config.get("codegrpo", {}).get("chat_template"))
         for mod in config.get("codegrpo", {}).get("plugins", []) or []:
             importlib.import_module(mod)
         patch_driver_tokenizer(dict(config.get("codegrpo", {}).get("chat_template_kwargs") or {}))
