@@ -46,8 +46,9 @@ def test_refs_of_the_paper_config(paper, local):
         ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
     assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
                                       ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)])]
-    # files by URL: the reference's MBPP-Decompile file and the EvalPlus releases
+    # files by URL: the reference's HumanEval- and MBPP-Decompile files and the EvalPlus releases
     assert [(k, u.rsplit("/", 1)[-1]) for k, u in refs["urls"]] == [
+        ("evaluate.decompile.data", "humaneval_normsrcpseudo.json"),
         ("evaluate.decompile.mbpp.data", "mbpp_normsrcpseudo.json"),
         ("evaluate.codegen.humaneval_plus.source", "HumanEvalPlus.jsonl.gz"),
         ("evaluate.codegen.mbpp_plus.source", "MbppPlus.jsonl.gz")]
@@ -156,6 +157,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     threading.Thread(target=files_server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{files_server.server_address[1]}/{served.name}"
     cfg["evaluate"]["decompile"]["mbpp"]["data"] = url
+    cfg["evaluate"]["decompile"]["data"] = str(REPO / "data" / "sk2decompile" / "humaneval-decompile-v1-gcc-ghidra.json")
     offline = {"HF_HUB_OFFLINE": "1"}
     # before: the offline check names the keys and the fix
     problems = preflight.check_offline(cfg, offline)

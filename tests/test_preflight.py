@@ -90,10 +90,11 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
                     "data.kodcode.source.hub_id", "evaluate.codegen.bigcodebench_full.source",
                     "evaluate.codegen.bigcodebench_hard.source", "evaluate.codegen.livecodebench.source",
                     # and the files named by URL (codegrpo.hub.url_sources)
-                    "evaluate.decompile.mbpp.data", "evaluate.codegen.humaneval_plus.source",
+                    "evaluate.decompile.data", "evaluate.decompile.mbpp.data", "evaluate.codegen.humaneval_plus.source",
                     "evaluate.codegen.mbpp_plus.source"]
     paper = copy.deepcopy(paper)  # from here on: models only
     paper["evaluate"]["decompile"]["mbpp"]["enabled"] = False
+    paper["evaluate"]["decompile"]["data"] = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
     paper["data"]["sk2d_inputs"] = "examples"
     paper["data"]["kodcode"]["source"]["hub_id"] = None
     paper["evaluate"]["codegen"]["benchmarks"] = ["kodcode_heldout", "humaneval"]
