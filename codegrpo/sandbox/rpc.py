@@ -221,6 +221,7 @@ class Endpoint:
 
     def encode_plain(self, v, seen):
         """Exact builtins and builtin subclasses (read through the builtin's own methods); None when not plain."""
+        t = type(v)
         seen.add(id(v))
         try:
             if isinstance(v, bool):
@@ -258,10 +259,20 @@ class Endpoint:
                 return {"t": "frozenset", "v": [self.encode(x, seen) for x in frozenset.__iter__(v)]}
             if isinstance(v, set):
                 return {"t": "set", "v": [self.encode(x, seen) for x in set.__iter__(v)]}
+            if t is range:
+                return {"t": "range", "v": [self.encode(v.start), self.encode(v.stop), self.encode(v.step)]}
+            if t is slice:
+                return {"t": "slice", "v": [self.encode(v.start, seen), self.encode(v.stop, seen),
+                                            self.encode(v.step, seen)]}
             if isinstance(v, decimal.Decimal):
                 return {"t": "Decimal", "v": decimal.Decimal.__str__(v)}
             if isinstance(v, fractions.Fraction):
                 return {"t": "Fraction", "v": [self.encode(int(v.numerator)), self.encode(int(v.denominator))]}
+            np = sys.modules.get("numpy")
+            if np is not None and isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in _NP_KINDS:
+                if isinstance(v, np.ndarray):
+                    return {"t": "ndarray", "v": self.encode(np.ndarray.tolist(v), seen), "d": v.dtype.str}
+                return {"t": "npscalar", "v": self.encode(np.generic.item(v), seen), "d": v.dtype.str}
         finally:
             seen.discard(id(v))
         return None
@@ -296,15 +307,14 @@ class Endpoint:
                     return enc
             except RecursionError:
                 pass
-        for conv in ("item", "tolist"):  # numpy scalars and arrays
-            f = getattr(type(obj), conv, None)
-            if f is not None and type(obj).__module__.split(".")[0] == "numpy":
-                try:
-                    enc = self.encode(getattr(obj, conv)())
-                    if not _has_handle(enc):
-                        return enc
-                except Exception:  # noqa: BLE001
-                    pass
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(obj, (np.ndarray, np.generic)):
+            try:
+                enc = self.encode(obj)
+                if not _has_handle(enc):
+                    return enc
+            except Exception:  # noqa: BLE001
+                pass
         return {"t": "none"}
 
     def encode_exc(self, exc: BaseException) -> dict:
@@ -365,6 +375,25 @@ class Endpoint:
             if type(num) is not int or type(den) is not int or den == 0:
                 raise ProtocolError("bad Fraction")
             return fractions.Fraction(num, den)
+        if t in ("range", "slice"):
+            a, b, c = (self.decode(e) for e in _lst(x)[:3])
+            if t == "range":
+                if not all(type(n) is int for n in (a, b, c)):
+                    raise ProtocolError("bad range")
+                return range(a, b, c)
+            if _has_proxy([a, b, c]):
+                raise ProtocolError("bad slice")
+            return slice(a, b, c)
+        if t in ("ndarray", "npscalar"):
+            import numpy as np
+
+            dtype = np.dtype(_str(v.get("d")))
+            if dtype.kind not in _NP_KINDS:
+                raise ProtocolError("numpy dtype not allowed")
+            val = self.decode(x)
+            if _has_proxy(val):
+                raise ProtocolError("numpy value with handles")
+            return np.array(val, dtype=dtype) if t == "ndarray" else dtype.type(val)
         if t == "none":
             return _NO_DATA
         if t == "p":  # one of our own objects, handed back
@@ -432,6 +461,17 @@ class Endpoint:
         if "exc" in rep:
             self.raise_exc(rep["exc"])
         return self.decode(rep.get("ok"))
+
+
+_NP_KINDS = "biufcSU"  # numpy dtypes that cross as data (no object arrays)
+
+
+def _has_proxy(v) -> bool:
+    if isinstance(v, _Remote):
+        return True
+    if type(v) in (list, tuple):
+        return any(_has_proxy(x) for x in v)
+    return False
 
 
 def _str(x) -> str:
@@ -791,6 +831,7 @@ class _Capture(io.TextIOBase):
 
     def write(self, s) -> int:
         s = str(s)
+        os.write(self.fd, s.encode("utf-8", "replace"))  # the job's bounded file (RLIMIT_FSIZE: EFBIG)
         if self.size < MAX_OUTPUT:
             self.parts.append(s[: MAX_OUTPUT - self.size])
             self.size += len(s)

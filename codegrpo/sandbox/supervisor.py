@@ -409,6 +409,7 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
             cand_status = st
     except ChildProcessError:
         cand_status = _REAPED.pop(cand, None)
+    early = cand_status is not None  # the solution's process ended before the job's end
     for uid, pid in pids:
         _kill_job(uid, pid)
     if status is None:
@@ -416,11 +417,11 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
             _, status = os.waitpid(runner, 0)
         except ChildProcessError:
             status = _REAPED.pop(runner, signal.SIGKILL)
-    if cand_status is None:
+    if cand_status is None:  # it may have been exiting when the runner finished: keep a status not of our kill
         try:
-            os.waitpid(cand, 0)
+            _, cand_status = os.waitpid(cand, 0)
         except ChildProcessError:
-            pass
+            cand_status = _REAPED.pop(cand, None)
     _REAPED.clear()
     dt = time.monotonic() - t0
     rc = sig = None
@@ -430,14 +431,16 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
         sig = os.WTERMSIG(status)
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and _cpu_exhausted(lim, dt)):
             timed_out = True
-    if cand_status is not None and os.WIFSIGNALED(cand_status) and os.WTERMSIG(cand_status) == signal.SIGXCPU:
-        timed_out = True  # the solution spun until the CPU limit
+    if (cand_status is not None and os.WIFSIGNALED(cand_status) and sig is None
+            and (early or os.WTERMSIG(cand_status) != signal.SIGKILL)):
+        sig, rc = os.WTERMSIG(cand_status), None  # the solution's process was ended by a limit (SIGXCPU ...)
+        if sig == signal.SIGXCPU:
+            timed_out = True  # the solution spun until the CPU limit
     out_limit = int(lim["output_bytes"])
     out = _read_text(outs[(tests_dir, ".stdout")], out_limit)
-    cand_out = _read_text(outs[(cand_dir, ".stdout")], out_limit)
-    err = _read_text(outs[(tests_dir, ".stderr")], out_limit) + _read_text(outs[(cand_dir, ".stderr")], out_limit)
+    err = _read_text(outs[(tests_dir, ".stderr")], out_limit)
     res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
-           "stdout": (out + cand_out)[: out_limit + len(TRUNC_MARK)], "stderr": err[: 2 * out_limit],
+           "stdout": out, "stderr": err[: 2 * out_limit],
            "report": _parse_report_fd(rep_fd)}
     os.close(rep_fd)
     return res
