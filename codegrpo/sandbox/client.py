@@ -59,6 +59,11 @@ def _supervisor_env(interp: str, pidns: bool, private_uid: bool) -> dict[str, st
     return env
 
 
+class _JobLost(SandboxError):
+    """A working sandbox lost its supervisor during one job on every attempt (the job killed it, or wrote
+    into its reply pipe): that job scores 0, the others go on."""
+
+
 class _Supervisor:
     """One supervisor process; it runs jobs one at a time (fork server) or exactly one (fresh)."""
 
@@ -204,6 +209,7 @@ class Sandbox:
         self._free = list(self._sups)
         self._cv = threading.Condition()
         self._closed = False
+        self._answered = False  # some supervisor of this pool has answered a job
 
     @property
     def mechanism(self) -> str:
@@ -231,12 +237,16 @@ class Sandbox:
             with sup.lock:
                 for attempt in range(self.RETRIES + 1):
                     try:
-                        return sup.request(req, budget_s + 30.0)
-                    except SandboxError:
+                        resp = sup.request(req, budget_s + 30.0)
+                        self._answered = True
+                        return resp
+                    except SandboxError as exc:
                         # Retry on a fresh supervisor: it died (memory pressure on the host, or a job that shares
                         # its uid killed it) or its reply carried another request's id.
                         sup.close()
                         if attempt == self.RETRIES:
+                            if self._answered:  # the sandbox works: this job took its supervisor down each time
+                                raise _JobLost(str(exc)) from exc
                             raise
                 raise AssertionError("unreachable")
         finally:
@@ -264,7 +274,12 @@ class Sandbox:
                  "test_solution.py": _b64(kodcode_test_file(test_code) + canary_test(canary))}
         req = {"steps": [{"kind": "pytest", "limits": dataclasses.asdict(lim)}], "files": files, "collect": []}
         t0 = time.monotonic()
-        resp = self._submit(req, lim.wall_s)
+        try:
+            resp = self._submit(req, lim.wall_s)
+        except _JobLost as exc:  # the sample scores 0; the batch goes on
+            return PytestResult(executed=False, passed=0, total=max(count_test_functions(test_code), 1),
+                                timed_out=False, error=f"harness guard fired: supervisor_lost ({exc})",
+                                duration_s=time.monotonic() - t0, mechanism=self.mechanism, hack="supervisor_lost")
         step = resp["steps"][0]
         return _pytest_result(step, test_code, time.monotonic() - t0, self.mechanism, canary)
 
