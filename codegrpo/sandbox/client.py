@@ -447,6 +447,8 @@ def _pytest_result(step: dict, test_code: str, dt: float, mech: str, canary: str
         outcomes[nodeid] = outcomes.get(nodeid, True) and bool(ok)
     if step.get("returncode") == WRITE_FAILED:
         hack = "report_write_error"
+    elif isinstance(rep.get("protocol_errors"), int) and rep["protocol_errors"] > 0:
+        hack = "protocol_violation"  # the solution's side wrote what its boundary code never sends
     elif rep.get("bad_lines"):
         hack = "truncated_report"
     elif hello and not collection_error and isinstance(collected, list):

@@ -122,6 +122,8 @@ def runner_child(tests_dir: str) -> int:
             del os.environ[key]
     try:
         ep, first = rpc.connect_runner(SOCK_FD, _forward_output)
+        if "hello" not in first and not isinstance(first.get("import_error"), str):
+            raise rpc.ProtocolError("the solution's first message is neither its names nor its import error")
         if "hello" not in first:
             err = first.get("import_error")
             emit({"hello": False, "import_error": err if isinstance(err, str) else "no answer from the solution"})
@@ -130,6 +132,7 @@ def runner_child(tests_dir: str) -> int:
         sys.modules["solution"] = rpc.solution_module(ep, first)
     except (rpc.ProtocolError, rpc.SolutionDied) as exc:
         emit({"hello": False, "import_error": f"{type(exc).__name__}: {exc}"[:2000]})
+        emit({"protocol_errors": rpc.ProtocolError.count})
         emit({"done": True})
         return WRITE_FAILED if _WRITE_ERROR else 3
     emit({"hello": True})
@@ -145,6 +148,7 @@ def runner_child(tests_dir: str) -> int:
             emit({"collect_error": True, "error": repr(exc)[:500]})
             status = 4
     emit({"alive": rpc.ping(ep)})
+    emit({"protocol_errors": rpc.ProtocolError.count})
     emit({"done": True})
     return WRITE_FAILED if _WRITE_ERROR else status
 

@@ -62,7 +62,14 @@ _INT_BIG = 1 << 62
 
 
 class ProtocolError(Exception):
-    """The peer sent something the protocol does not admit (in the runner: the solution broke the boundary)."""
+    """The peer sent something the protocol does not admit (in the runner: the solution broke the boundary, e.g.
+    by writing into the socket itself). :attr:`count` counts them in this process; the runner reports it."""
+
+    count = 0
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        ProtocolError.count += 1
 
 
 class SolutionDied(Exception):
@@ -293,7 +300,8 @@ class Endpoint:
             qual = getattr(v, "__qualname__", None)
             if mod in STD_MODULES and isinstance(qual, str) and "<" not in qual:
                 return {"t": "std", "m": mod, "q": qual}
-            if mod == "builtins" and getattr(builtins, str(qual), None) is v:
+            if (mod == "builtins" and getattr(builtins, str(qual), None) is v and not str(qual).startswith("_")
+                    and qual not in _BUILTINS_NOT_SHARED):
                 return {"t": "std", "m": "builtins", "q": qual}
         return {"t": "h", "v": self.lend(v), "k": "callable" if callable(v) else ""}
 
@@ -502,14 +510,16 @@ def _has_handle(enc) -> bool:
     return False
 
 
+_BUILTINS_NOT_SHARED = frozenset({"exec", "eval", "compile", "open", "__import__", "breakpoint", "input", "exit",
+                                  "quit", "globals", "locals", "vars", "setattr", "delattr", "getattr", "help"})
+
+
 def _std_object(mod: str, qual: str):
     import importlib
 
     if mod == "builtins":
         obj = getattr(builtins, qual, None)
-        if obj is None or qual.startswith("_") or qual in ("exec", "eval", "compile", "open", "__import__",
-                                                             "breakpoint", "input", "exit", "quit", "globals",
-                                                             "locals", "vars", "setattr", "delattr", "getattr"):
+        if obj is None or qual.startswith("_") or qual in _BUILTINS_NOT_SHARED:
             raise ProtocolError("builtin not allowed")
         return obj
     if mod not in STD_MODULES:

@@ -493,7 +493,7 @@ def _parse_report_fd(fd: int) -> dict:
             continue
         if "test" in obj and isinstance(obj["test"], list) and len(obj["test"]) == 2:
             rep["tests"].append([str(obj["test"][0]), bool(obj["test"][1])])
-        for key in ("hello", "collected", "collect_error", "import_error", "alive", "done"):
+        for key in ("hello", "collected", "collect_error", "import_error", "alive", "protocol_errors", "done"):
             if key in obj:
                 rep[key] = obj[key]
     return rep

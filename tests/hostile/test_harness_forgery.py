@@ -385,3 +385,10 @@ def test_shared_uid_sample_cannot_shift_later_replies(tasks):
         assert res[4].passed == 0 and res[4].hack == "supervisor_lost"
     finally:
         sb.close()
+
+
+def test_writing_into_the_boundary_is_detected(tasks, sandbox):
+    """Lines written into every descriptor reach the runner's socket: the sample is flagged and scores 0."""
+    t = tasks[0]
+    res = sandbox.run_tests(_stub(t, "_forge()\nreturn 0", FORGE_FDS), t["test_code"])
+    assert res.hack == "protocol_violation" and res.hack_detected and res.passed == 0 and not res.executed
