@@ -246,8 +246,13 @@ def baselines(tasks, sandbox):
     return out
 
 
+FRESH_TOO = ("PYTEST_ADDOPTS", "pytest patching at import", "conftest.py written", "report forgery by descriptor")
+
+
 @pytest.mark.parametrize("trick", list(TRICKS))
 def test_trick_gains_nothing(trick, tasks, sandbox, baselines):
+    if sandbox.mode == "fresh" and trick not in FRESH_TOO:
+        pytest.skip("the same job code runs in both modes; fresh mode is checked on the tricks aimed at it")
     prefix, body = TRICKS[trick]
     for t in tasks:
         res = sandbox.run_tests(_stub(t, body, prefix), t["test_code"])
@@ -392,3 +397,21 @@ def test_writing_into_the_boundary_is_detected(tasks, sandbox):
     t = tasks[0]
     res = sandbox.run_tests(_stub(t, "_forge()\nreturn 0", FORGE_FDS), t["test_code"])
     assert res.hack == "protocol_violation" and res.hack_detected and res.passed == 0 and not res.executed
+
+
+def test_humaneval_scoring_cannot_be_forged(sandbox):
+    """The evaluation's HumanEval scorer uses the same runner: ``return 0`` plus a trick is never marked passed,
+    while the canonical solutions still pass."""
+    from codegrpo.eval import codegen as c
+
+    if sandbox.mode == "fresh":
+        pytest.skip("the scorer's job is the same in both modes")
+    for p in c.load_humaneval(limit=1):
+        header = f"def {p.entry_point}(*args, **kwargs):\n"
+        assert c.score_humaneval(p, p.reference, 0, sandbox, 20).passed, p.problem_id
+        for trick in ("report forgery by descriptor", "pytest patching at import", "conftest.py written",
+                      "always-equal int subclass", "exported test_* functions"):
+            prefix, body = TRICKS[trick]
+            code = textwrap.dedent(prefix) + "\n" + header + textwrap.indent(body, "    ") + "\n"
+            got = c.score_humaneval(p, code, 0, sandbox, 20)
+            assert not got.passed and got.n_pass == 0, (trick, p.problem_id, got)
