@@ -95,7 +95,12 @@ def _read_text(path: str, limit: int) -> str:
 
 def _proc_uid_pids(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is ``uid`` (a /proc scan)."""
-    out = []
+    return _proc_uids_pids({uid}).get(uid, [])
+
+
+def _proc_uids_pids(uids: set[int] | None) -> dict[int, list[int]]:
+    """Live (non-zombie) processes by real uid, for ``uids`` (all uids when None): one /proc scan."""
+    out: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -110,8 +115,10 @@ def _proc_uid_pids(uid: int) -> list[int]:
                 state = line.split()[1]
             elif line.startswith("Uid:"):
                 uid_line = line.split()
-        if uid_line and int(uid_line[1]) == uid and state != "Z":
-            out.append(int(name))
+        if uid_line and state != "Z":
+            u = int(uid_line[1])
+            if uids is None or u in uids:
+                out.setdefault(u, []).append(int(name))
     return out
 
 
@@ -166,6 +173,38 @@ def _kill_job(uid: int | None, pgid: int) -> None:
         else:
             _reap()
             return
+        _reap()
+        time.sleep(0.005)
+
+
+def _kill_jobs(parts: list[tuple[int | None, int]]) -> None:
+    """:func:`_kill_job` for several parts of one job (private uids: one /proc scan per round for all)."""
+    if any(uid is None for uid, _ in parts):
+        for uid, pgid in parts:
+            _kill_job(uid, pgid)
+        return
+    for _ in range(200):
+        for _, pgid in parts:
+            procgroup.kill_group(pgid, signal.SIGKILL)
+        live = _proc_uids_pids({uid for uid, _ in parts})
+        if not live:
+            _reap()
+            return
+        for uid, pids in live.items():
+            killer = os.fork()
+            if killer == 0:  # kill(-1) as the job uid reaches exactly that uid's processes
+                try:
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    os.kill(-1, signal.SIGKILL)
+                finally:
+                    os._exit(0)
+            os.waitpid(killer, 0)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         _reap()
         time.sleep(0.005)
 
@@ -301,13 +340,19 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
     return res
 
 
+_LIBC = None
+
+
 def _set_dumpable(flag: int) -> None:
     """prctl(PR_SET_DUMPABLE): a non-dumpable process's /proc files (fd, mem, environ) are closed to its own uid,
     and it cannot be ptraced by it, so a job sharing the uid cannot reach the runner's or supervisor's pipes."""
+    global _LIBC
     try:
-        import ctypes
+        if _LIBC is None:  # loaded once in the supervisor; forked jobs inherit it
+            import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, flag, 0, 0, 0)
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.prctl(4, flag, 0, 0, 0)
     except Exception:  # noqa: BLE001
         pass
 
@@ -410,8 +455,7 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
     except ChildProcessError:
         cand_status = _REAPED.pop(cand, None)
     early = cand_status is not None  # the solution's process ended before the job's end
-    for uid, pid in pids:
-        _kill_job(uid, pid)
+    _kill_jobs(pids)
     if status is None:
         try:
             _, status = os.waitpid(runner, 0)
@@ -506,26 +550,35 @@ def _cpu_exhausted(lim: dict, dt: float) -> bool:
     return ru.ru_utime + ru.ru_stime >= float(lim["cpu_s"]) and dt >= float(lim["cpu_s"]) * 0.5
 
 
-def _new_uid(exclude: int | None = None) -> int:
-    for _ in range(100):
+def _new_uid() -> int:
+    return _new_uids(1)[0]
+
+
+def _new_uids(n: int) -> list[int]:
+    """``n`` distinct uids from UID_RANGE that no live process uses (one /proc scan)."""
+    used = set(_proc_uids_pids(None))
+    out: list[int] = []
+    for _ in range(100 * n):
         uid = random.SystemRandom().randrange(*UID_RANGE)
-        if uid != exclude and not _proc_uid_pids(uid):
-            return uid
+        if uid not in used and uid not in out:
+            out.append(uid)
+            if len(out) == n:
+                return out
     raise RuntimeError("no free uid for a sandbox job")
 
 
 def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
     private = os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1"
-    uid = _new_uid() if private else None
     job_dir = os.path.join(workspace, "job")  # one job at a time per supervisor; a fixed path (see pytest_driver.prepare_session)
     if [s["kind"] for s in req["steps"]] == ["pytest"]:
         os.mkdir(job_dir, 0o711)
         try:
-            uids = (uid, _new_uid(exclude=uid)) if private else (None, None)
+            uids = tuple(_new_uids(2)) if private else (None, None)
             return {"steps": [_run_pytest_step(job_dir, uids, req["steps"][0], req.get("files", {}))],
                     "collected": {}}
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
+    uid = _new_uid() if private else None
     os.mkdir(job_dir, 0o700)
     try:
         for name, b64 in req.get("files", {}).items():
