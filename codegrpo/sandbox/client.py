@@ -390,14 +390,20 @@ def canary_test(name: str) -> str:
 
 
 def test_function_names(test_code: str) -> tuple[set[str], set[str]]:
-    """(every test function name in the file, those pytest must collect): ``test*`` functions at top level
-    and ``test*`` methods of top-level ``Test*`` classes; a class with ``__init__`` is not collected by pytest,
-    so its methods are allowed but not required. Empty sets when the file does not parse."""
+    """(test function names the file may yield, those pytest must collect). Required: ``test*`` functions at
+    top level and ``test*`` methods of top-level ``Test*`` classes (a class with ``__init__`` is not collected by
+    pytest, so its methods are not required). Allowed: those, plus ``test*`` functions defined anywhere in the
+    file and ``test*`` names it assigns. Empty sets when the file does not parse."""
     try:
         tree = ast.parse(test_code)
     except SyntaxError:
         return set(), set()
     allowed, required = set(), set()
+    for node in ast.walk(tree):  # defined anywhere (under an ``if``, a ``try``) or bound by assignment
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            allowed.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id.startswith("test"):
+            allowed.add(node.id)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             allowed.add(node.name)
