@@ -53,7 +53,8 @@ def test_builtin_subclasses_cross_as_the_builtin_value(pair):
                         (range(1, 9, 2), range(1, 9, 2)), (frozenset({1}), frozenset({1})), (3 + 4j, 3 + 4j),
                         (collections.Counter("aab"), collections.Counter("aab")),
                         (collections.deque([1, 2], maxlen=3), collections.deque([1, 2], maxlen=3)),
-                        (decimal.Decimal("1.10"), decimal.Decimal("1.10")), (fractions.Fraction(1, 3), fractions.Fraction(1, 3))):
+                        (decimal.Decimal("1.10"), decimal.Decimal("1.10")),
+                        (fractions.Fraction(1, 3), fractions.Fraction(1, 3))):
         got = runner.decode(cand.encode(value))
         assert got == want and type(got) is type(want), (value, got)
     assert type(runner.decode(cand.encode(EqInt(5)))) is int
