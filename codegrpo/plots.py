@@ -27,8 +27,10 @@ from codegrpo.io import atomic_path  # noqa: E402
 SCORE_KEYS = ("critic/score/mean", "critic/rewards/mean")
 _COMPONENT_RE = re.compile(r"^(reward|rewards|reward_components|components)/")
 _VAL_RE = re.compile(r"^val-(core|aux)/(?P<base>.+)/mean@(?P<n>\d+)$")
-PANELS = ("score", "component", "kl", "curriculum", "loss", "val")
-TITLES = {"score": "score (mean reward)", "component": "reward components (batch means)", "kl": "KL",
+PANELS = ("score", "component", "hack", "kl", "curriculum", "loss", "val")
+HACK_KEYS = ("reward/hack_detected/mean",)  # the sandbox's harness guards (rate of samples per step)
+TITLES = {"score": "score (mean reward)", "component": "reward components (batch means)",
+          "hack": "harness guards fired (share of samples; a rising rate is a finding)", "kl": "KL",
           "curriculum": "curriculum stage", "loss": "SFT loss", "val": "validation (mean@n)"}
 
 
@@ -56,6 +58,10 @@ def classify(key: str) -> str | None:
     low = key.lower()
     if key in SCORE_KEYS:
         return "score"
+    if key in HACK_KEYS:
+        return "hack"
+    if low.startswith("reward/hack_guard/"):
+        return None  # a per-sample code, its mean means nothing
     if low in ("train/loss", "val/loss"):
         return "loss"
     if low.startswith("curriculum/") or low in ("dhrcl/stage", "curriculum_stage"):

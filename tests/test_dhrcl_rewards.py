@@ -160,3 +160,19 @@ def test_empty_completion_is_not_a_program(record, sandbox):
 def test_missing_tests_is_a_clear_error(sandbox):
     with pytest.raises(ValueError, match="without tests"):
         d.score_batch(["x = 1"], [""], [{}], sandbox=sandbox)
+
+
+def test_hack_detected_scores_zero(record, sandbox):
+    """A sample that writes into every descriptor (the old report-forgery trick) trips a harness guard: it is
+    flagged with the guard that fired and scores 0; the honest samples in the same batch are untouched."""
+    from codegrpo.sandbox import HACK_GUARDS
+
+    ref, tests = record["solution"], record["test_code"]
+    forger = ("import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'{\"test\": [\"x\", true]}\\n')\n"
+              "    except OSError:\n        pass\n" + ref)
+    extra = {"reference_solution": ref, "test_code": tests}
+    out = d.score_batch([ref, forger], [tests] * 2, [extra] * 2, sandbox=sandbox, stage=1)
+    good, hacked = out
+    assert (good["hack_detected"], good["hack_guard"], good["all_passed"]) == (0.0, 0.0, 1.0)
+    assert hacked["hack_detected"] == 1.0 and HACK_GUARDS[int(hacked["hack_guard"]) - 1] == "protocol_violation"
+    assert (hacked["score"], hacked["r_pass"], hacked["r_exec"], hacked["r_syntax"], hacked["r_ast"]) == (0, 0, 0, 0, 0)

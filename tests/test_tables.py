@@ -134,7 +134,8 @@ def _write_metrics(path, steps=12):
     mf = MetricsFile(path)
     for s in range(1, steps + 1):
         mf.log(s, {"critic/score/mean": s / steps, "actor/kl_loss": 0.01 * s, "actor/pg_loss": -0.1,
-                   "reward/r_syntax/mean": 0.5 + s / 40, "reward/r_exec/mean": s / 30, "timing_s/gen": 1.0})
+                   "reward/r_syntax/mean": 0.5 + s / 40, "reward/r_exec/mean": s / 30, "timing_s/gen": 1.0,
+                   "reward/hack_detected/mean": 0.01 * s, "reward/hack_guard/mean": 0.3})
         if s % 4 == 0:
             mf.log(s, {"val-core/kodcode/reward/mean@1": s / 20, "val-core/kodcode/reward/mean@2": s / 21,
                        "val-core/kodcode/reward/best@2/mean": 1.0, "curriculum/stage": 1 + s // 5})
@@ -157,6 +158,7 @@ def test_plot_run_draws_components_kl_and_transitions(tmp_path):
     assert info["panels"]["score"] == ["critic/score/mean"]
     assert info["panels"]["kl"] == ["actor/kl_loss"]
     assert set(info["panels"]["component"]) == {"reward/r_syntax/mean", "reward/r_exec/mean"}
+    assert info["panels"]["hack"] == ["reward/hack_detected/mean"]  # the guard rate has its own panel
     assert info["panels"]["val"] == ["val-core/kodcode/reward/mean@2"]  # the largest n only, no best/worst
     assert info["panels"]["curriculum"] == ["curriculum/stage"]
     assert info["transitions"] == [(4, "execution"), (9, "stage 3")]

@@ -25,7 +25,12 @@ and the token weights), baselines ``binary`` (all tests pass), ``pass_rate`` (r_
 (fixed-weight sum of the four components).
 
 Every sample returns the same keys: ``score``, the four components, ``a_syntax``, ``a_exec``, ``a_pass``,
-``stage``, ``all_passed``, ``timed_out``.
+``stage``, ``all_passed``, ``timed_out``, ``hack_detected`` and ``hack_guard``.
+
+``hack_detected`` is 1 when a guard of the sandbox's test harness fired on the sample (docs/sandbox.md,
+*Guards*) and ``hack_guard`` says which: ``1 + codegrpo.sandbox.HACK_GUARDS.index(name)``, 0 for none. Such a
+sample scores 0 with every component 0. The trainer logs the per-step rate as ``reward/hack_detected/mean`` in
+metrics.jsonl, and the run figure plots it.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ log = logging.getLogger(__name__)
 VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
             "static_dense")
 RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-               "all_passed", "timed_out")
+               "all_passed", "timed_out", "hack_detected", "hack_guard")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -369,7 +374,7 @@ def _reference(gt: Any, extra: dict | None) -> tuple[str, str]:
 def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], cfg: DHRCLRewardConfig,
                sandbox=None) -> list[dict[str, float]]:
     """The four components of every sample (tests run in parallel on the sandbox pool, duplicates once)."""
-    from codegrpo.sandbox import default_sandbox
+    from codegrpo.sandbox import HACK_GUARDS, default_sandbox
 
     sb = sandbox or default_sandbox()
     uniq: dict[tuple[str, str], int] = {}
@@ -385,9 +390,18 @@ def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], 
         rs = r_syntax(c, tok) if has_program else 0.0
         ra = r_ast(c, ref, cfg.ast_method, cfg.ast_node_cap) if (has_program and ref) else 0.0
         executed = res.executed and has_program
+        hack = getattr(res, "hack", None)
+        if hack is not None:  # a guard fired: the sample scores nothing
+            rs = ra = 0.0
+            executed = False
         out.append({"r_syntax": rs, "r_exec": float(executed), "r_pass": res.pass_rate if executed else 0.0,
                     "r_ast": ra, "all_passed": float(res.all_passed and executed),
-                    "timed_out": float(res.timed_out)})
+                    "timed_out": float(res.timed_out), "hack_detected": float(hack is not None),
+                    "hack_guard": float(HACK_GUARDS.index(hack) + 1 if hack in HACK_GUARDS else (hack is not None))})
+    hacks = [r.hack for r in runs if getattr(r, "hack", None)]
+    if hacks:
+        log.warning("sandbox harness guards fired on %d of %d distinct samples: %s", len(hacks), len(runs),
+                    {h: hacks.count(h) for h in sorted(set(hacks))})
     return out
 
 
@@ -402,8 +416,10 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extr
     a = batch_means(comps)
     out = []
     for comp in comps:
-        res = {"score": combine(comp, a, stage, cfg), "r_syntax": comp["r_syntax"], "r_exec": comp["r_exec"],
+        score = 0.0 if comp["hack_detected"] else combine(comp, a, stage, cfg)
+        res = {"score": score, "r_syntax": comp["r_syntax"], "r_exec": comp["r_exec"],
                "r_pass": comp["r_pass"], "r_ast": comp["r_ast"], **a, "stage": float(stage),
-               "all_passed": comp["all_passed"], "timed_out": comp["timed_out"]}
+               "all_passed": comp["all_passed"], "timed_out": comp["timed_out"],
+               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"]}
         out.append({k: float(res[k]) for k in RESULT_KEYS})
     return out

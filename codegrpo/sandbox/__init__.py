@@ -17,17 +17,18 @@ Modules, each readable alone:
   ``_pytest`` APIs (the fork server prepares pytest's session once);
 * :mod:`~codegrpo.sandbox.types` — limits, results, :class:`SandboxError`.
 
-Known limit (shared with KodCode's own harness): the solution runs in the same process as the test runner, so
-a hostile solution can tamper with pytest's reporting. Rewards computed from these results must be treated as
-untrusted signals, which is what GRPO rewards are.
+Test results the solution cannot write: a pytest job runs the solution in one process and the test file in a
+trusted runner under another uid, joined by a plain-data boundary (:mod:`~codegrpo.sandbox.rpc`); the verdict
+is checked on the host against the test file as written (``PytestResult.hack`` names a guard that fired).
+docs/sandbox.md states what is and is not guaranteed.
 """
 
 from codegrpo.sandbox.bwrap import sandbox_info
 from codegrpo.sandbox.client import (Sandbox, compile_c, count_test_functions, default_sandbox, kodcode_test_file,
                                      make_sandbox, run_binary, run_tests)
-from codegrpo.sandbox.types import (CompileResult, ExecResult, PytestResult, SandboxError, SandboxInfo,
+from codegrpo.sandbox.types import (HACK_GUARDS, CompileResult, ExecResult, PytestResult, SandboxError, SandboxInfo,
                                     SandboxLimits)
 
-__all__ = ["Sandbox", "SandboxLimits", "SandboxError", "SandboxInfo", "PytestResult", "ExecResult",
+__all__ = ["HACK_GUARDS", "Sandbox", "SandboxLimits", "SandboxError", "SandboxInfo", "PytestResult", "ExecResult",
            "CompileResult", "make_sandbox", "default_sandbox", "sandbox_info", "run_tests", "run_binary",
            "compile_c", "kodcode_test_file", "count_test_functions"]

@@ -49,6 +49,7 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 SUPERVISOR_FILES = {
     "sandbox supervisor": os.path.join(PACKAGE_DIR, "sandbox", "supervisor.py"),
     "sandbox pytest driver": os.path.join(PACKAGE_DIR, "sandbox", "pytest_driver.py"),
+    "sandbox solution boundary": os.path.join(PACKAGE_DIR, "sandbox", "rpc.py"),
     "process-group helper": os.path.join(PACKAGE_DIR, "procgroup.py"),
 }
 

@@ -41,6 +41,8 @@ from codegrpo.sandbox.bwrap import sandbox_info
 from codegrpo.sandbox.types import (CompileResult, ExecResult, PytestResult, SandboxError, SandboxInfo,
                                     SandboxLimits)
 
+WRITE_FAILED = 97  # the runner's exit status after a failed report write (pytest_driver.WRITE_FAILED)
+
 __all__ = ["Sandbox", "make_sandbox", "default_sandbox", "run_tests", "run_binary", "compile_c",
            "kodcode_test_file", "count_test_functions"]
 
@@ -55,6 +57,11 @@ def _supervisor_env(interp: str, pidns: bool, private_uid: bool) -> dict[str, st
     if pidns:
         env["CODEGRPO_SANDBOX_PIDNS"] = "1"
     return env
+
+
+class _JobLost(SandboxError):
+    """A working sandbox lost its supervisor during one job on every attempt (the job killed it, or wrote
+    into its reply pipe): that job scores 0, the others go on."""
 
 
 class _Supervisor:
@@ -128,8 +135,12 @@ class _Supervisor:
         return SandboxError(msg + (f": {tail}" if tail else ": it wrote nothing on stderr"))
 
     def request(self, req: dict, timeout_s: float) -> dict:
+        """Send one job; its reply must carry the request's random id (else the supervisor is dropped: a job
+        sharing its uid may have written into its pipe, and every later reply could be shifted)."""
         if not self.alive():
             self.start()
+        rid = os.urandom(16).hex()
+        req = dict(req, rid=rid)
         assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
         try:
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
@@ -152,7 +163,14 @@ class _Supervisor:
         line, self._buf = self._buf.split(b"\n", 1)
         if self.oneshot:
             self.close()
-        return json.loads(line)
+        try:
+            resp = json.loads(line)
+        except ValueError:
+            resp = None
+        if not isinstance(resp, dict) or resp.get("rid") != rid or self._buf:
+            self.close()
+            raise SandboxError("sandbox supervisor answered with another request's id (or garbage); restarted")
+        return resp
 
     def close(self) -> None:
         proc, self.proc = self.proc, None
@@ -191,6 +209,7 @@ class Sandbox:
         self._free = list(self._sups)
         self._cv = threading.Condition()
         self._closed = False
+        self._answered = False  # some supervisor of this pool has answered a job
 
     @property
     def mechanism(self) -> str:
@@ -208,19 +227,28 @@ class Sandbox:
             self._free.append(sup)
             self._cv.notify()
 
+    RETRIES = 2  # a job is sent again (on a restarted supervisor) at most this many times
+
     def _submit(self, req: dict, budget_s: float) -> dict:
         if self._closed:
             raise SandboxError("sandbox is closed")
         sup = self._acquire()
         try:
             with sup.lock:
-                try:
-                    return sup.request(req, budget_s + 30.0)
-                except SandboxError:
-                    # One retry on a fresh supervisor: the job itself cannot kill its supervisor (different uid),
-                    # but the host may be under memory pressure.
-                    sup.close()
-                    return sup.request(req, budget_s + 30.0)
+                for attempt in range(self.RETRIES + 1):
+                    try:
+                        resp = sup.request(req, budget_s + 30.0)
+                        self._answered = True
+                        return resp
+                    except SandboxError as exc:
+                        # Retry on a fresh supervisor: it died (memory pressure on the host, or a job that shares
+                        # its uid killed it) or its reply carried another request's id.
+                        sup.close()
+                        if attempt == self.RETRIES:
+                            if self._answered:  # the sandbox works: this job took its supervisor down each time
+                                raise _JobLost(str(exc)) from exc
+                            raise
+                raise AssertionError("unreachable")
         finally:
             self._release(sup)
 
@@ -241,12 +269,19 @@ class Sandbox:
                   limits: SandboxLimits | None = None) -> PytestResult:
         """KodCode's harness: ``solution.py`` + ``test_solution.py`` (``from solution import *`` + tests), pytest."""
         lim = (limits or self.limits).with_timeout(timeout_s)
-        files = {"solution.py": _b64(solution_code), "test_solution.py": _b64(kodcode_test_file(test_code))}
+        canary = "test_cg_canary_" + os.urandom(8).hex()
+        files = {"solution.py": _b64(solution_code),
+                 "test_solution.py": _b64(kodcode_test_file(test_code) + canary_test(canary))}
         req = {"steps": [{"kind": "pytest", "limits": dataclasses.asdict(lim)}], "files": files, "collect": []}
         t0 = time.monotonic()
-        resp = self._submit(req, lim.wall_s)
+        try:
+            resp = self._submit(req, lim.wall_s)
+        except _JobLost as exc:  # the sample scores 0; the batch goes on
+            return PytestResult(executed=False, passed=0, total=max(count_test_functions(test_code), 1),
+                                timed_out=False, error=f"harness guard fired: supervisor_lost ({exc})",
+                                duration_s=time.monotonic() - t0, mechanism=self.mechanism, hack="supervisor_lost")
         step = resp["steps"][0]
-        return _pytest_result(step, test_code, time.monotonic() - t0, self.mechanism)
+        return _pytest_result(step, test_code, time.monotonic() - t0, self.mechanism, canary)
 
     def run_tests_many(self, items: Sequence[tuple[str, str]], timeout_s: float | None = None,
                        limits: SandboxLimits | None = None) -> list[PytestResult]:
@@ -340,6 +375,50 @@ def kodcode_test_file(test_code: str) -> str:
     return "from solution import *\n" + test_code
 
 
+def canary_test(name: str) -> str:
+    """A test appended to the runner's copy of the test file that must fail: it compares what the solution
+    exports with a fresh object. It passes only if the runner's comparisons or its reporting were subverted.
+    It fails through ``pytest.fail(pytrace=False)``: no traceback to format, so it costs next to nothing."""
+    return (f"\n\ndef {name}():\n"
+            "    import pytest as _cg_pytest\n"
+            "    import solution as _cg_m\n"
+            "    class _CgNothing:\n"
+            "        pass\n"
+            "    _cg_x = _CgNothing()\n"
+            "    if not any(getattr(_cg_m, _n, None) == _cg_x for _n in list(_cg_m.__all__)[:8]):\n"
+            "        _cg_pytest.fail('canary', pytrace=False)\n")
+
+
+def test_function_names(test_code: str) -> tuple[set[str], set[str]]:
+    """(test function names the file may yield, those pytest must collect). Required: ``test*`` functions at
+    top level and ``test*`` methods of top-level ``Test*`` classes (a class with ``__init__`` is not collected by
+    pytest, so its methods are not required). Allowed: those, plus ``test*`` functions defined anywhere in the
+    file and ``test*`` names it assigns. Empty sets when the file does not parse."""
+    try:
+        tree = ast.parse(test_code)
+    except SyntaxError:
+        return set(), set()
+    allowed, required = set(), set()
+    for node in ast.walk(tree):  # defined anywhere (under an ``if``, a ``try``) or bound by assignment
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            allowed.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id.startswith("test"):
+            allowed.add(node.id)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            allowed.add(node.name)
+            required.add(node.name)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            body = [b for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            has_init = any(b.name == "__init__" for b in body)
+            for b in body:
+                if b.name.startswith("test"):
+                    allowed.add(b.name)
+                    if not has_init:
+                        required.add(b.name)
+    return allowed, required
+
+
 def count_test_functions(test_code: str) -> int:
     """Test functions pytest would collect from a file by name (``test_*`` functions, methods of ``Test*``)."""
     try:
@@ -356,23 +435,60 @@ def count_test_functions(test_code: str) -> int:
     return n
 
 
-def _pytest_result(step: dict, test_code: str, dt: float, mech: str) -> PytestResult:
+def _pytest_result(step: dict, test_code: str, dt: float, mech: str, canary: str | None = None) -> PytestResult:
+    """The verdict from the trusted runner's report, checked against the test file as written (guards)."""
     rep = step.get("report") or {}
+    timed_out = bool(step.get("timed_out"))
     collected = rep.get("collected")
     collection_error = bool(rep.get("collect_error"))
+    hello = rep.get("hello") is True
+    executed = hello and (rep.get("alive") is True or (timed_out and "alive" not in rep))
+    allowed, required = test_function_names(test_code)
+    hack = None
+    items: dict[str, str] = {}
+    if isinstance(collected, list):
+        for it in collected:
+            if isinstance(it, list) and len(it) == 2:
+                items[str(it[0])] = str(it[1])
+    test_items = {nid: fn for nid, fn in items.items() if fn != canary}
     outcomes: dict[str, bool] = {}
     for nodeid, ok in rep.get("tests", []):
         outcomes[nodeid] = outcomes.get(nodeid, True) and bool(ok)
-    passed = sum(1 for ok in outcomes.values() if ok)
-    if collection_error:
+    if step.get("returncode") == WRITE_FAILED:
+        hack = "report_write_error"
+    elif isinstance(rep.get("protocol_errors"), int) and rep["protocol_errors"] > 0:
+        hack = "protocol_violation"  # the solution's side wrote what its boundary code never sends
+    elif rep.get("bad_lines"):
+        hack = "truncated_report"
+    elif hello and not collection_error and isinstance(collected, list):
+        names = set(test_items.values())
+        if names - allowed:
+            hack = "extra_test_ids"
+        elif required - names:
+            hack = "missing_test_ids"
+        elif set(outcomes) - set(items):
+            hack = "unknown_test_ids"
+        elif canary is not None and canary in items.values() and not timed_out:
+            canary_ids = [nid for nid, fn in items.items() if fn == canary]
+            if any(outcomes.get(nid, False) for nid in canary_ids) or not all(nid in outcomes for nid in canary_ids):
+                hack = "canary"
+        elif canary is not None and not timed_out:
+            hack = "canary"
+        if hack is None and not timed_out and rep.get("done") is not True:
+            hack = "truncated_report"
+    passed = sum(1 for nid, ok in outcomes.items() if ok and nid in test_items)
+    if collection_error or not hello or hack is not None:
         passed = 0
-    total = collected if (collected and not collection_error) else max(count_test_functions(test_code), 1)
-    total = max(total, len(outcomes))
-    executed = bool(rep.get("executed"))
-    return PytestResult(executed=executed, passed=passed, total=total, timed_out=bool(step.get("timed_out")),
-                        collection_error=collection_error, error=rep.get("import_error") or step.get("error"),
+    if hack is not None:
+        executed = False
+    total = len(test_items) if (test_items and not collection_error) else max(count_test_functions(test_code), 1)
+    err = rep.get("import_error") if isinstance(rep.get("import_error"), str) else step.get("error")
+    if hack is not None:
+        err = f"harness guard fired: {hack}" + (f" ({err})" if err else "")
+    return PytestResult(executed=executed, passed=passed, total=total, timed_out=timed_out,
+                        collection_error=collection_error, error=err,
                         stdout=step.get("stdout", ""), stderr=step.get("stderr", ""), duration_s=dt, mechanism=mech,
-                        returncode=step.get("returncode"), signal=step.get("signal"))
+                        returncode=step.get("returncode"), signal=step.get("signal"), hack=hack)
 
 
 def _exec_result(step: dict, mech: str) -> ExecResult:

@@ -1,22 +1,29 @@
-"""Runs KodCode's pytest harness inside a sandbox job; the only module of the sandbox that touches pytest.
+"""The trusted test runner of a sandbox job: runs the test file with module ``solution`` as a proxy.
 
 Loaded by the supervisor (:mod:`codegrpo.sandbox.supervisor`) inside the sandbox, by file path. Standard library
 at top level; pytest is imported by the functions that need it.
 
+A pytest job has two processes (docs/sandbox.md, *Results the solution cannot write*): the *candidate* imports
+``solution.py`` and serves requests (:func:`codegrpo.sandbox.rpc.serve_candidate`); the *runner* (this module,
+:func:`runner_child`) runs pytest on the test file, where ``solution`` is :class:`codegrpo.sandbox.rpc.SolutionModule`
+and values from the solution arrive as plain data. The runner never executes the solution's code, runs under
+another uid, and alone holds the report descriptor :data:`REPORT_FD` (an unlinked file the supervisor reads).
+
 Why private ``_pytest`` APIs. In fork-server mode the supervisor configures pytest and starts its session
-*once*, before any job is known, for the supervisor's fixed job path (``<workspace>/job``); each forked job
-then only collects and runs its test file. ``pytest.main`` cannot be split that way: it always builds a new
-config, registers the plugins and runs ``pytest_configure`` / ``pytest_sessionstart``, which is most of its
+*once*, before any job is known, for the supervisor's fixed test path (``<workspace>/job/tests``); each forked
+runner then only collects and runs its test file. ``pytest.main`` cannot be split that way: it always builds a
+new config, registers the plugins and runs ``pytest_configure`` / ``pytest_sessionstart``, which is most of its
 per-call cost. The split needs ``_pytest.config._prepareconfig``, ``_pytest.main.Session.from_config``,
 ``Config._do_configure`` and the session hooks, none of which is public. This module isolates that use:
 
-* :func:`prepare_session` (supervisor, at start) and :func:`run_prepared_session` (job) are the only users;
+* :func:`prepare_session` (supervisor, at start) and :func:`run_prepared_session` (runner) are the only users;
 * if a future pytest changes these APIs, :func:`prepare_session` raises, the supervisor logs it and every job
-  uses the public ``pytest.main`` instead (:func:`pytest_child`), with the same outcome, only slower;
+  uses the public ``pytest.main`` instead, with the same outcome, only slower;
 * ``benchmarks/bench_sandbox.py`` and ``tests/test_execution.py`` check that both paths give identical results.
 
-The job reports to the supervisor through JSON lines on file descriptor :data:`REPORT_FD`: whether the solution
-was imported, how many items were collected, collection errors and each test's outcome.
+The runner reports JSON lines: whether the solution's first message arrived (``hello``), the collected items
+(node id, function name), collection errors, each test's outcome, whether the solution still answered at the
+end (``alive``) and ``done``. A failed report write makes the runner exit with :data:`WRITE_FAILED`.
 """
 
 from __future__ import annotations
@@ -26,7 +33,21 @@ import os
 import shutil
 import sys
 
-REPORT_FD = 3  # the job's report file descriptor (set up by the supervisor before the job runs)
+REPORT_FD = 3  # the runner's report descriptor (an unlinked file, set up by the supervisor)
+SOCK_FD = 4  # the runner's end of the socket to the candidate
+CANDIDATE_SOCK_FD = 3  # the candidate's end
+WRITE_FAILED = 97  # the runner's exit status when a report line could not be written
+
+if __package__:
+    from codegrpo.sandbox import rpc
+else:  # loaded by file path inside the sandbox
+    import importlib.util as _ilu
+
+    _spec = _ilu.spec_from_file_location("_codegrpo_rpc", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                       "rpc.py"))
+    rpc = _ilu.module_from_spec(_spec)
+    sys.modules["_codegrpo_rpc"] = rpc
+    _spec.loader.exec_module(rpc)
 
 # pytest plugins a KodCode test never needs (caches, reports to files, debugger, doctest collection ...);
 # leaving them out makes each run cheaper. Fixtures tests use (tmp_path, monkeypatch, capsys, caplog,
@@ -36,26 +57,32 @@ _NO_PLUGINS = [a for name in ("cacheprovider", "stepwise", "unraisableexception"
                               "debugging", "faulthandler") for a in ("-p", f"no:{name}")]
 
 _PRELOAD_STDLIB = ("unittest", "doctest", "pdb", "typing", "collections", "itertools", "functools", "math", "re",
-                   "heapq", "bisect", "string", "random", "decimal", "fractions", "datetime", "timeit")
+                   "heapq", "bisect", "string", "random", "decimal", "fractions", "datetime", "timeit", "socket",
+                   "json")
+
+_WRITE_ERROR = False
 
 
 def emit(obj) -> None:
-    """One JSON line to the supervisor (ignored when the job closed the descriptor)."""
+    """One JSON line to the report (a failed write is remembered: the runner then exits with WRITE_FAILED)."""
+    global _WRITE_ERROR
+    data = (json.dumps(obj) + "\n").encode()
     try:
-        os.write(REPORT_FD, (json.dumps(obj) + "\n").encode())
+        if os.write(REPORT_FD, data) != len(data):
+            _WRITE_ERROR = True
     except OSError:
-        pass
+        _WRITE_ERROR = True
 
 
 class Reporter:
-    """pytest plugin: collected count, collection errors and each test's outcome, as JSON lines on fd 3."""
+    """pytest plugin: collected items, collection errors and each test's outcome, as JSON lines."""
 
     def pytest_collectreport(self, report):
         if report.failed:
             emit({"collect_error": True})
 
     def pytest_collection_finish(self, session):
-        emit({"collected": len(session.items)})
+        emit({"collected": [[it.nodeid, getattr(it, "originalname", None) or it.name] for it in session.items]})
 
     def pytest_runtest_logreport(self, report):
         ok = report.passed if report.when == "call" else not report.failed
@@ -63,48 +90,75 @@ class Reporter:
             emit({"test": [report.nodeid, bool(ok and not getattr(report, "wasxfail", False))]})
 
 
-def pytest_args(job_dir: str) -> list[str]:
-    return ["-q", *_NO_PLUGINS, "--rootdir", job_dir, "--confcutdir", job_dir,
-            "-c", os.path.join(job_dir, ".pytest.ini"), "-o", "addopts=", "--capture=no",
-            "-W", "ignore::DeprecationWarning", os.path.join(job_dir, "test_solution.py")]
+def pytest_args(tests_dir: str) -> list[str]:
+    return ["-q", *_NO_PLUGINS, "--rootdir", tests_dir, "--confcutdir", tests_dir, "--noconftest",
+            "-c", os.path.join(tests_dir, ".pytest.ini"), "-o", "addopts=", "--capture=no",
+            "-W", "ignore::DeprecationWarning", os.path.join(tests_dir, "test_solution.py")]
 
 
-def _write_ini(job_dir: str) -> None:
-    with open(os.path.join(job_dir, ".pytest.ini"), "w") as fh:
+def _write_ini(tests_dir: str) -> None:
+    with open(os.path.join(tests_dir, ".pytest.ini"), "w") as fh:
         fh.write("[pytest]\n")
 
 
-def import_solution(job_dir: str) -> bool:
-    """Import ``solution`` from the job directory; report whether it executed without error."""
-    import importlib
+def _forward_output(out, err) -> None:
+    """What the solution printed during a call, written where the test's own prints go (capsys sees it)."""
+    for text, stream in ((out, sys.stdout), (err, sys.stderr)):
+        if isinstance(text, str) and text:
+            try:
+                stream.write(text[: rpc.MAX_OUTPUT])
+            except (OSError, ValueError):
+                pass
+
+
+def runner_child(tests_dir: str) -> int:
+    """Runs in the forked runner (limited, its own uid): wait for the solution's names, run pytest, report."""
     import tempfile as _tempfile
 
     _tempfile.tempdir = None  # recomputed from this job's TMPDIR
-    sys.path.insert(0, job_dir)
     sys.dont_write_bytecode = True
+    for key in [k for k in os.environ if k.startswith(("PYTEST_", "PY_COLORS", "COV_"))]:
+        if key != "PYTEST_DISABLE_PLUGIN_AUTOLOAD":
+            del os.environ[key]
     try:
-        importlib.import_module("solution")
-    except BaseException as exc:  # noqa: BLE001  (SystemExit, MemoryError ... all mean "did not execute")
-        emit({"executed": False, "import_error": f"{type(exc).__name__}: {exc}"[:2000]})
-        return False
-    emit({"executed": True})
-    return True
-
-
-def pytest_child(job_dir: str) -> int:
-    """Runs in the forked job process (already limited and unprivileged): import the solution, run pytest."""
-    if not import_solution(job_dir):
-        return 3
+        ep, first = rpc.connect_runner(SOCK_FD, _forward_output)
+        if "hello" not in first and not isinstance(first.get("import_error"), str):
+            raise rpc.ProtocolError("the solution's first message is neither its names nor its import error")
+        if "hello" not in first:
+            err = first.get("import_error")
+            emit({"hello": False, "import_error": err if isinstance(err, str) else "no answer from the solution"})
+            emit({"done": True})
+            return WRITE_FAILED if _WRITE_ERROR else 3
+        sys.modules["solution"] = rpc.solution_module(ep, first)
+    except (rpc.ProtocolError, rpc.SolutionDied) as exc:
+        emit({"hello": False, "import_error": f"{type(exc).__name__}: {exc}"[:2000]})
+        emit({"protocol_errors": rpc.ProtocolError.count})
+        emit({"done": True})
+        return WRITE_FAILED if _WRITE_ERROR else 3
+    emit({"hello": True})
     if _PREPARED is not None:
-        return run_prepared_session()
-    import pytest
+        status = run_prepared_session()
+    else:
+        import pytest
 
-    _write_ini(job_dir)
-    try:
-        return int(pytest.main(pytest_args(job_dir), plugins=[Reporter()]))
-    except BaseException as exc:  # noqa: BLE001
-        emit({"collect_error": True, "error": repr(exc)[:500]})
-        return 4
+        _write_ini(tests_dir)
+        try:
+            status = int(pytest.main(pytest_args(tests_dir), plugins=[Reporter()]))
+        except BaseException as exc:  # noqa: BLE001
+            emit({"collect_error": True, "error": repr(exc)[:500]})
+            status = 4
+    emit({"alive": rpc.ping(ep)})
+    emit({"protocol_errors": rpc.ProtocolError.count})
+    emit({"done": True})
+    return WRITE_FAILED if _WRITE_ERROR else status
+
+
+def candidate_child(cand_dir: str) -> int:
+    """Runs in the forked candidate (limited, its own uid): import the solution and serve the runner."""
+    import tempfile as _tempfile
+
+    _tempfile.tempdir = None
+    return rpc.serve_candidate(CANDIDATE_SOCK_FD, cand_dir)
 
 
 def preload() -> None:
@@ -131,14 +185,15 @@ _PREPARED: tuple | None = None
 
 
 def prepare_session(job_dir: str) -> None:
-    """Configure pytest and start its session once, for ``job_dir``; every forked job inherits them."""
+    """Configure pytest and start its session once, for ``job_dir/tests``; every forked runner inherits them."""
     global _PREPARED
     from _pytest.config import _prepareconfig
     from _pytest.main import Session
 
-    os.makedirs(job_dir, exist_ok=True)
-    _write_ini(job_dir)
-    config = _prepareconfig(pytest_args(job_dir), plugins=[Reporter()])
+    tests_dir = os.path.join(job_dir, "tests")
+    os.makedirs(tests_dir, exist_ok=True)
+    _write_ini(tests_dir)
+    config = _prepareconfig(pytest_args(tests_dir), plugins=[Reporter()])
     session = Session.from_config(config)
     session.exitstatus = 0
     config._do_configure()
@@ -149,7 +204,7 @@ def prepare_session(job_dir: str) -> None:
 
 
 def run_prepared_session() -> int:
-    """Collect and run the job's test file in the prepared session; pytest's exit status."""
+    """Collect and run the job's test file in the prepared session (runner); pytest's exit status."""
     from _pytest.outcomes import Exit
 
     config, session = _PREPARED

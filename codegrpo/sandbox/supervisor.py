@@ -95,7 +95,12 @@ def _read_text(path: str, limit: int) -> str:
 
 def _proc_uid_pids(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is ``uid`` (a /proc scan)."""
-    out = []
+    return _proc_uids_pids({uid}).get(uid, [])
+
+
+def _proc_uids_pids(uids: set[int] | None) -> dict[int, list[int]]:
+    """Live (non-zombie) processes by real uid, for ``uids`` (all uids when None): one /proc scan."""
+    out: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -110,8 +115,10 @@ def _proc_uid_pids(uid: int) -> list[int]:
                 state = line.split()[1]
             elif line.startswith("Uid:"):
                 uid_line = line.split()
-        if uid_line and int(uid_line[1]) == uid and state != "Z":
-            out.append(int(name))
+        if uid_line and state != "Z":
+            u = int(uid_line[1])
+            if uids is None or u in uids:
+                out.setdefault(u, []).append(int(name))
     return out
 
 
@@ -170,6 +177,38 @@ def _kill_job(uid: int | None, pgid: int) -> None:
         time.sleep(0.005)
 
 
+def _kill_jobs(parts: list[tuple[int | None, int]]) -> None:
+    """:func:`_kill_job` for several parts of one job (private uids: one /proc scan per round for all)."""
+    if any(uid is None for uid, _ in parts):
+        for uid, pgid in parts:
+            _kill_job(uid, pgid)
+        return
+    for _ in range(200):
+        for _, pgid in parts:
+            procgroup.kill_group(pgid, signal.SIGKILL)
+        live = _proc_uids_pids({uid for uid, _ in parts})
+        if not live:
+            _reap()
+            return
+        for uid, pids in live.items():
+            killer = os.fork()
+            if killer == 0:  # kill(-1) as the job uid reaches exactly that uid's processes
+                try:
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    os.kill(-1, signal.SIGKILL)
+                finally:
+                    os._exit(0)
+            os.waitpid(killer, 0)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        _reap()
+        time.sleep(0.005)
+
+
 def _proc_state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -209,10 +248,9 @@ def _set_limits(lim: dict, uid_switch: bool) -> None:
 
 def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dict:
     lim = step["limits"]
-    report_path = os.path.join(job_dir, ".report.jsonl")
     out_path, err_path = os.path.join(job_dir, ".stdout"), os.path.join(job_dir, ".stderr")
     in_path = os.path.join(job_dir, ".stdin")
-    for p in (report_path, out_path, err_path):
+    for p in (out_path, err_path):
         with open(p, "wb"):
             pass
         if uid is not None:
@@ -236,12 +274,10 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
             fin = os.open(in_path if step.get("stdin") else os.devnull, os.O_RDONLY)
             fout = os.open(out_path, os.O_WRONLY | os.O_TRUNC)
             ferr = os.open(err_path, os.O_WRONLY | os.O_TRUNC)
-            frep = os.open(report_path, os.O_WRONLY | os.O_APPEND)
             os.dup2(fin, 0)
             os.dup2(fout, 1)
             os.dup2(ferr, 2)
-            os.dup2(frep, pytest_driver.REPORT_FD)
-            os.closerange(4, 65536)  # the supervisor's protocol pipes must not reach the job
+            os.closerange(3, 65536)  # the supervisor's protocol pipes must not reach the job
             os.environ.clear()
             os.environ.update(env)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -253,11 +289,7 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
                 exe = argv[0] if "/" in argv[0] else (shutil.which(argv[0], path=env["PATH"]) or argv[0])
                 os.execve(exe, argv, env)
             else:
-                sys.stdout = open(1, "w", closefd=False)
-                sys.stderr = open(2, "w", closefd=False)
-                code = pytest_driver.pytest_child(job_dir)
-                sys.stdout.flush()
-                sys.stderr.flush()
+                raise ValueError(f"unknown step kind {step['kind']!r}")
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"sandbox job setup failed: {exc!r}\n".encode())
@@ -305,9 +337,210 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
     out_limit = int(lim["output_bytes"])
     res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
            "stdout": _read_text(out_path, out_limit), "stderr": _read_text(err_path, out_limit)}
-    if step["kind"] == "pytest":
-        res["report"] = _parse_report(report_path)
     return res
+
+
+_LIBC = None
+
+
+def _set_dumpable(flag: int) -> None:
+    """prctl(PR_SET_DUMPABLE): a non-dumpable process's /proc files (fd, mem, environ) are closed to its own uid,
+    and it cannot be ptraced by it, so a job sharing the uid cannot reach the runner's or supervisor's pipes."""
+    global _LIBC
+    try:
+        if _LIBC is None:  # loaded once in the supervisor; forked jobs inherit it
+            import ctypes
+
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.prctl(4, flag, 0, 0, 0)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _fork_part(uid: int | None, lim: dict, cwd: str, fds: dict[int, int], env: dict, body) -> int:
+    """Fork one process of a pytest job: new session, limits, its uid, ``fds`` (target -> source) as its only
+    descriptors, the job's environment; it runs ``body()`` and exits with its status."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 127
+    try:
+        procgroup.become_group_leader()
+        _set_limits(lim, uid is not None)
+        _set_dumpable(0)
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        os.umask(0o022)
+        os.chdir(cwd)
+        # move the sources out of the way of the targets first, then place them
+        high = {t: os.dup(src) for t, src in fds.items()}
+        for t, src in high.items():
+            os.dup2(src, t)
+        os.closerange(max(fds) + 1, 65536)
+        os.environ.clear()
+        os.environ.update(env)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
+        code = body()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            os.write(2, f"sandbox job setup failed: {exc!r}\n".encode())
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: dict, files: dict) -> dict:
+    """A pytest job in two processes: the candidate (``solution.py``, uid ``uids[0]``) and the trusted runner
+    (the test file, uid ``uids[1]``), joined by a socket; only the runner holds the report descriptor."""
+    import socket as _socket
+
+    lim = step["limits"]
+    uid_c, uid_t = uids
+    tests_dir, cand_dir, work_dir = (os.path.join(job_dir, n) for n in ("tests", "cand", "work"))
+    os.mkdir(tests_dir, 0o700)
+    os.mkdir(cand_dir, 0o700)
+    os.mkdir(work_dir)
+    os.chmod(work_dir, 0o1777)  # the shared working directory (files the tests hand to the solution)
+    for d, name, mode in ((tests_dir, "test_solution.py", 0o400), (cand_dir, "solution.py", 0o400)):
+        with open(os.path.join(d, name), "wb") as fh:
+            fh.write(base64.b64decode(files.get(name, "")))
+        os.chmod(os.path.join(d, name), mode)
+    pytest_driver._write_ini(tests_dir)
+    outs = {}
+    for d, uid in ((tests_dir, uid_t), (cand_dir, uid_c)):
+        for n in (".stdout", ".stderr"):
+            with open(os.path.join(d, n), "wb"):
+                pass
+            outs[(d, n)] = os.path.join(d, n)
+        if uid is not None:
+            for e in [d] + [os.path.join(d, n) for n in os.listdir(d)]:
+                os.chown(e, uid, uid)
+    rep_path = os.path.join(job_dir, ".report")
+    rep_fd = os.open(rep_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.unlink(rep_path)  # reachable only through the runner's descriptor
+    if uid_t is not None:
+        os.fchown(rep_fd, uid_t, uid_t)
+    s_cand, s_run = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    env = _job_env(work_dir)
+    null = os.open(os.devnull, os.O_RDONLY)
+    t0 = time.monotonic()
+    pids = []
+    try:
+        cfd = [os.open(outs[(cand_dir, n)], os.O_WRONLY | os.O_TRUNC) for n in (".stdout", ".stderr")]
+        cand = _fork_part(uid_c, lim, work_dir, {0: null, 1: cfd[0], 2: cfd[1], 3: s_cand.fileno()}, env,
+                          lambda: pytest_driver.candidate_child(cand_dir))
+        pids.append((uid_c, cand))
+        rfd = [os.open(outs[(tests_dir, n)], os.O_WRONLY | os.O_TRUNC) for n in (".stdout", ".stderr")]
+        runner = _fork_part(uid_t, lim, work_dir, {0: null, 1: rfd[0], 2: rfd[1], 3: rep_fd, 4: s_run.fileno()},
+                            env, lambda: pytest_driver.runner_child(tests_dir))
+        pids.append((uid_t, runner))
+        for fd in cfd + rfd:
+            os.close(fd)
+    finally:
+        s_cand.close()
+        s_run.close()
+        os.close(null)
+    timed_out, status = _wait(runner, t0 + float(lim["wall_s"]))
+    cand_status = None
+    try:
+        got, st = os.waitpid(cand, os.WNOHANG)
+        if got:
+            cand_status = st
+    except ChildProcessError:
+        cand_status = _REAPED.pop(cand, None)
+    early = cand_status is not None  # the solution's process ended before the job's end
+    _kill_jobs(pids)
+    if status is None:
+        try:
+            _, status = os.waitpid(runner, 0)
+        except ChildProcessError:
+            status = _REAPED.pop(runner, signal.SIGKILL)
+    if cand_status is None:  # it may have been exiting when the runner finished: keep a status not of our kill
+        try:
+            _, cand_status = os.waitpid(cand, 0)
+        except ChildProcessError:
+            cand_status = _REAPED.pop(cand, None)
+    _REAPED.clear()
+    dt = time.monotonic() - t0
+    rc = sig = None
+    if os.WIFEXITED(status):
+        rc = os.WEXITSTATUS(status)
+    elif os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and _cpu_exhausted(lim, dt)):
+            timed_out = True
+    if (cand_status is not None and os.WIFSIGNALED(cand_status) and sig is None
+            and (early or os.WTERMSIG(cand_status) != signal.SIGKILL)):
+        sig, rc = os.WTERMSIG(cand_status), None  # the solution's process was ended by a limit (SIGXCPU ...)
+        if sig == signal.SIGXCPU:
+            timed_out = True  # the solution spun until the CPU limit
+    out_limit = int(lim["output_bytes"])
+    out = _read_text(outs[(tests_dir, ".stdout")], out_limit)
+    err = _read_text(outs[(tests_dir, ".stderr")], out_limit)
+    res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
+           "stdout": out, "stderr": err[: 2 * out_limit],
+           "report": _parse_report_fd(rep_fd)}
+    os.close(rep_fd)
+    return res
+
+
+def _wait(pid: int, deadline: float) -> tuple[bool, int | None]:
+    """Wait for ``pid`` until ``deadline`` (monotonic); (timed out, wait status or None)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            got, st = os.waitpid(pid, os.WNOHANG)
+            if got:
+                return False, st
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True, None
+            if pidfd is not None:
+                select.select([pidfd], [], [], left)
+            else:
+                time.sleep(min(left, 0.002))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _parse_report_fd(fd: int) -> dict:
+    """The runner's report (read by the supervisor from its own descriptor of the unlinked file)."""
+    chunks, off = [], 0
+    while off < (64 << 20):
+        b = os.pread(fd, 1 << 20, off)
+        if not b:
+            break
+        chunks.append(b)
+        off += len(b)
+    rep: dict[str, Any] = {"tests": [], "bad_lines": 0}
+    data = b"".join(chunks)
+    if data and not data.endswith(b"\n"):
+        rep["bad_lines"] += 1
+    for line in data.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            rep["bad_lines"] += 1
+            continue
+        if not isinstance(obj, dict):
+            rep["bad_lines"] += 1
+            continue
+        if "test" in obj and isinstance(obj["test"], list) and len(obj["test"]) == 2:
+            rep["tests"].append([str(obj["test"][0]), bool(obj["test"][1])])
+        for key in ("hello", "collected", "collect_error", "import_error", "alive", "protocol_errors", "done"):
+            if key in obj:
+                rep[key] = obj[key]
+    return rep
 
 
 def _cpu_exhausted(lim: dict, dt: float) -> bool:
@@ -317,39 +550,35 @@ def _cpu_exhausted(lim: dict, dt: float) -> bool:
     return ru.ru_utime + ru.ru_stime >= float(lim["cpu_s"]) and dt >= float(lim["cpu_s"]) * 0.5
 
 
-def _parse_report(path: str) -> dict:
-    rep: dict[str, Any] = {"executed": False, "tests": []}
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(4 << 20)
-    except OSError:
-        return rep
-    for line in data.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
-        if "test" in obj and isinstance(obj["test"], list) and len(obj["test"]) == 2:
-            rep["tests"].append([str(obj["test"][0]), bool(obj["test"][1])])
-        for key in ("executed", "collected", "collect_error", "import_error"):
-            if key in obj:
-                rep[key] = obj[key]
-    return rep
-
-
 def _new_uid() -> int:
-    for _ in range(100):
+    return _new_uids(1)[0]
+
+
+def _new_uids(n: int) -> list[int]:
+    """``n`` distinct uids from UID_RANGE that no live process uses (one /proc scan)."""
+    used = set(_proc_uids_pids(None))
+    out: list[int] = []
+    for _ in range(100 * n):
         uid = random.SystemRandom().randrange(*UID_RANGE)
-        if not _proc_uid_pids(uid):
-            return uid
+        if uid not in used and uid not in out:
+            out.append(uid)
+            if len(out) == n:
+                return out
     raise RuntimeError("no free uid for a sandbox job")
 
 
 def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
-    uid = _new_uid() if os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1" else None
+    private = os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1"
     job_dir = os.path.join(workspace, "job")  # one job at a time per supervisor; a fixed path (see pytest_driver.prepare_session)
+    if [s["kind"] for s in req["steps"]] == ["pytest"]:
+        os.mkdir(job_dir, 0o711)
+        try:
+            uids = tuple(_new_uids(2)) if private else (None, None)
+            return {"steps": [_run_pytest_step(job_dir, uids, req["steps"][0], req.get("files", {}))],
+                    "collected": {}}
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+    uid = _new_uid() if private else None
     os.mkdir(job_dir, 0o700)
     try:
         for name, b64 in req.get("files", {}).items():
@@ -387,6 +616,7 @@ def _serve(workspace: str, oneshot: bool) -> None:
     os.dup2(null, 1)
     os.set_inheritable(rfd, False)
     os.set_inheritable(wfd, False)
+    _set_dumpable(0)  # a job with the same uid cannot open /proc/<supervisor>/fd/* (the protocol pipes)
     try:  # become a subreaper so that orphaned job processes are reaped here
         import ctypes
 
@@ -409,11 +639,15 @@ def _serve(workspace: str, oneshot: bool) -> None:
     counter = 0
     for line in rin:
         counter += 1
+        rid = None
         try:
-            resp = _handle(workspace, json.loads(line), counter, preloaded)
+            req = json.loads(line)
+            rid = req.get("rid")
+            resp = _handle(workspace, req, counter, preloaded)
         except Exception as exc:  # noqa: BLE001
             resp = {"steps": [{"error": f"{type(exc).__name__}: {exc}", "returncode": None, "signal": None,
                                "timed_out": False}], "collected": {}}
+        resp["rid"] = rid  # the request's id: the host drops a supervisor whose reply carries another
         wout.write((json.dumps(resp) + "\n").encode())
         wout.flush()
         if oneshot:

@@ -9,7 +9,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-__all__ = ["SandboxLimits", "PytestResult", "ExecResult", "CompileResult", "SandboxInfo", "SandboxError"]
+# Guards of the pytest harness (docs/sandbox.md, *Guards*): when one fires the sample scores 0.
+HACK_GUARDS = ("extra_test_ids", "missing_test_ids", "unknown_test_ids", "truncated_report", "report_write_error",
+               "canary", "supervisor_lost", "protocol_violation")
+
+__all__ = ["HACK_GUARDS", "SandboxLimits", "PytestResult", "ExecResult", "CompileResult", "SandboxInfo", "SandboxError"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,11 @@ class PytestResult:
     mechanism: str = ""
     returncode: int | None = None  # exit status of the test process (None when killed by a signal)
     signal: int | None = None  # the signal that ended it (e.g. SIGXCPU at the CPU limit, SIGXFSZ at the file limit)
+    hack: str | None = None  # the guard that fired (then executed=False, passed=0); see HACK_GUARDS
+
+    @property
+    def hack_detected(self) -> bool:
+        return self.hack is not None
 
     @property
     def pass_rate(self) -> float:
