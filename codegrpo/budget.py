@@ -83,11 +83,17 @@ class MemoryModel:
     param_bytes: float = 4.0            # of the 16: the fp32 parameters (param_offload moves them to CPU)
     optimizer_bytes: float = 8.0        # of the 16: the Adam moments (optimizer_offload moves them to CPU)
     ref_bytes_per_param: float = 2.0    # the bf16 reference model, sharded (0 on the GPU with ref_param_offload)
-    # Korthikanti et al. 2022 Eq. (1) without the attention-score term (flash attention): 34 s b h bytes/layer
-    act_sbh_per_layer: float = 34.0
-    # ... §4, full recomputation: the layer input only, 2 s b h bytes/layer
+    # Korthikanti et al. 2022 Eq. (1) without the attention-score term (flash attention) gives 34 s b h bytes/layer
+    # for a GPT layer (4h MLP, full attention). The paper's LLaMA / Qwen3 layers (SwiGLU MLP, GQA, RMSNorm) store
+    # more: measured on one H200 (benchmarks/gpu_memory_probe.py, docs/measurements/gpu_memory_probe_h200.json,
+    # transformers' SDPA path, bf16): 45.5 s b h for the 6.7B LLaMA shape, 52.6 s b h for Qwen3-8B. The larger,
+    # measured figure is used (an upper bound: flash-attn with verl's padding removal stores less).
+    act_sbh_per_layer: float = 53.0
+    # ... §4, full recomputation: the layer input only, 2 s b h bytes/layer (measured: exactly 2.0 on both shapes)
     act_sbh_per_layer_recompute: float = 2.0
-    logits_bytes_per_element: float = 6.0   # bf16 logits + fp32 copy for the log-probs (assumption)
+    # bf16 logits + fp32 log-softmax for the log-probs; measured 5.0 (vocab 32256) and 4.2 (vocab 151936) bytes
+    # per logit on the H200 probe; 6.0 keeps a margin
+    logits_bytes_per_element: float = 6.0
     kv_bytes_per_element: float = 2.0       # bf16 KV cache
     rollout_weight_bytes_per_param: float = 2.0  # bf16 weights in the rollout engine
     overhead_gb: float = 3.0                # CUDA context, NCCL, fragmentation (assumption)
@@ -100,7 +106,10 @@ class MemoryModel:
 class ThroughputModel:
     """The per-token throughput behind the GPU-hours (assumptions to calibrate with a measured step time)."""
 
-    train_mfu: float = 0.35    # model FLOPs utilisation of FSDP training / log-prob passes
+    # model FLOPs utilisation (6 N FLOPs per token) of FSDP training / log-prob passes; measured on one H200 with
+    # gradient checkpointing, no FSDP communication: 0.37 (6.7B LLaMA shape) and 0.38 (Qwen3-8B) of 989 TFLOP/s
+    # (docs/measurements/gpu_memory_probe_h200.json); sharding adds communication, so 0.35
+    train_mfu: float = 0.35
     rollout_mfu: float = 0.10  # of generation (memory-bandwidth bound decoding)
     default_peak_tflops: float = 989.0  # bf16 dense, H100 SXM (the default when the GPU model is unknown)
 
@@ -275,8 +284,9 @@ def saves(total_steps: int, save_freq: int) -> int:
 
 
 def activation_bytes(spec: ModelSpec, tokens: int, *, recompute: bool, mem: MemoryModel = MEMORY) -> float:
-    """Activation memory of one micro-batch of ``tokens`` (= s x b) tokens (Korthikanti et al. 2022, see the
-    module docstring): 34 s b h per layer, or 2 s b h per layer plus one layer's 34 s b h when recomputing."""
+    """Activation memory of one micro-batch of ``tokens`` (= s x b) tokens (Korthikanti et al. 2022's form, see the
+    module docstring, with the measured constant of :class:`MemoryModel`): ``act_sbh_per_layer`` s b h per layer,
+    or 2 s b h per layer plus one layer's full activations when recomputing."""
     sbh = float(tokens) * spec.hidden
     if recompute:
         return spec.layers * mem.act_sbh_per_layer_recompute * sbh + mem.act_sbh_per_layer * sbh
