@@ -71,3 +71,17 @@ def logpath(*parts):
 def stage_resources(stage):
     """Resources of a stage's jobs (codegrpo.cluster.resources); in a rule: ``**stage_resources("sft")``."""
     return _stage_resources(config, stage)
+
+
+def budget_fingerprint(wildcards):
+    """A hash of the plan-time budget (codegrpo.budget) that `snakemake budget` writes, as its params (so the
+    budget file is rebuilt whenever the budget changes)."""
+    import hashlib
+    import json
+
+    from codegrpo import budget
+
+    plan = budget.build_budget(config)
+    return hashlib.sha256(
+        json.dumps(plan, sort_keys=True, default=str).encode()
+    ).hexdigest()[:16]

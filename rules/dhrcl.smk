@@ -15,15 +15,11 @@ DHRCL_PLAN = dhrcl_plan_runs(config)
 DHRCL_TRAINING_CFG = training_cfg("dhrcl", "sandbox")
 
 
-def _dhrcl_from_base(run):
-    return DHRCL_PLAN[run]["init"] == "base"
-
-
 rule dhrcl_train:
     input:
         train=res("data", "kodcode", "train.parquet"),
         val=res("data", "kodcode", "val.parquet"),
-        init=lambda w: base_model_input() if _dhrcl_from_base(w.run) else [],
+        init=lambda w: base_model_input() if dhrcl_from_base(w.run) else [],
     output:
         done=res("runs", "{run}", "done.json"),
         hf=directory(res("runs", "{run}", "hf")),
@@ -44,7 +40,11 @@ rule dhrcl_train:
         init_model=lambda w, input: (
             input.init[0]
             if len(input.init)
-            else base_model_path() if _dhrcl_from_base(w.run) else DHRCL_PLAN[w.run]["init"]
+            else (
+                base_model_path()
+                if dhrcl_from_base(w.run)
+                else DHRCL_PLAN[w.run]["init"]
+            )
         ),
         run_dir=lambda w: res("runs", w.run),
     script:

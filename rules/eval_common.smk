@@ -23,8 +23,7 @@ DEC_BENCHMARKS = {
 }
 if EVAL_DEC["mbpp"]["enabled"]:
     DEC_BENCHMARKS["mbpp_decompile"] = {
-        k: EVAL_DEC["mbpp"][k]
-        for k in ("data", "protocol", "input_field", "baselines")
+        k: EVAL_DEC["mbpp"][k] for k in ("data", "protocol", "input_field", "baselines")
     }
 # Plan time: a local evaluation file without the model input field its protocol reads, or a configured level
 # without tasks, stops the plan with the file, field and config section named (a URL is checked by its job,

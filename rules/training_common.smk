@@ -107,3 +107,8 @@ def dhrcl_runs(seeds=None):
     """DHRCL run names (dhrcl-<variant>-seed<seed>) of every configured variant at the given seeds (default:
     every seed of dhrcl.seeds)."""
     return list(dhrcl_plan_runs(config, seeds))
+
+
+def dhrcl_from_base(run):
+    """The DHRCL run starts from the pipeline's base model (init: base), not from a hub id or folder."""
+    return DHRCL_PLAN[run]["init"] == "base"
