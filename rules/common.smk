@@ -6,6 +6,7 @@ from snakemake.utils import validate
 from codegrpo import hub as _hub
 from codegrpo import preflight as _preflight
 from codegrpo.cluster.resources import stage_resources as _stage_resources
+from codegrpo.cluster.resources import training_threads as _training_threads
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -54,3 +55,9 @@ def logpath(*parts):
 def stage_resources(stage):
     """Resources of a stage's jobs (codegrpo.cluster.resources); in a rule: ``**stage_resources("sft")``."""
     return _stage_resources(config, stage)
+
+
+def training_threads():
+    """``threads:`` of a training rule: 1 on CPU (what the job uses; two run side by side on 2 cores), 2 on GPUs
+    (codegrpo.cluster.resources.training_threads)."""
+    return _training_threads(config)

@@ -27,7 +27,7 @@ rule dhrcl_train:
         seed="[0-9]+",
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: training_threads()
     resources:
         **stage_resources("dhrcl"),
     params:
