@@ -53,9 +53,10 @@ def local() -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# One local Ray per session for the verl CPU runs (codegrpo.verl.cpu.local_ray): each run joins it through
-# RAY_ADDRESS instead of starting and stopping its own (about 10 s per run on 2 cores). Only the runs inside
-# ``shared_ray.joined()`` see it; other tests keep starting their own Ray.
+# One local Ray per test module for its verl CPU runs (codegrpo.verl.cpu.local_ray): each run joins it through
+# RAY_ADDRESS instead of starting and stopping its own (about 10 s and 8 s of CPU per run on 2 cores). Only the
+# runs inside ``shared_ray.joined()`` see it; other tests keep starting their own Ray. Module scope: an idle Ray
+# still costs about 6 % of a core, so it lives only while the module that trains runs.
 
 
 class SharedRay:
@@ -80,7 +81,7 @@ class SharedRay:
                     os.environ[key] = value
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def shared_ray():
     from codegrpo.verl import cpu
 
@@ -117,19 +118,22 @@ CHAIN_OVERLAY = {"embedding": {"serve": True}}
 
 
 @pytest.fixture(scope="session")
-def cpu_chain(tmp_path_factory, snakemake_bin, shared_ray) -> CpuChain:
+def cpu_chain(tmp_path_factory, snakemake_bin) -> CpuChain:
+    """The chain's GRPO jobs join one local Ray that lives as long as the chain."""
     import yaml
 
     from codegrpo.config import load_config
     from codegrpo.services import free_port
+    from codegrpo.verl import cpu
 
     tmp = tmp_path_factory.mktemp("cpu_chain")
     overlay = {"results_dir": str(tmp / "results"), "logs_dir": str(tmp / "logs"), **CHAIN_OVERLAY}
     (tmp / "overlay.yaml").write_text(yaml.safe_dump(overlay))
     stale = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    proc = subprocess.run([snakemake_bin, "--nolock", "--configfile", str(tmp / "overlay.yaml"), "-c2", "skin_rl"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500,
-                          env={**os.environ, **shared_ray.env, "CODEGRPO_EMBEDDING_API_BASE": stale})
+    with cpu.local_ray(1, export=False) as ray_env:
+        proc = subprocess.run([snakemake_bin, "--nolock", "--configfile", str(tmp / "overlay.yaml"), "-c2",
+                               "skin_rl"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500,
+                              env={**os.environ, **ray_env, "CODEGRPO_EMBEDDING_API_BASE": stale})
     cfg = load_config(REPO_ROOT / "config.yaml", check_files=False)
     for key, value in overlay.items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
