@@ -7,6 +7,7 @@ from codegrpo import hub as _hub
 from codegrpo import preflight as _preflight
 from codegrpo.cluster.resources import stage_resources as _stage_resources
 from codegrpo.cluster.shape import check_jobs as _check_jobs
+from codegrpo.cluster.resources import training_threads as _training_threads
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -85,3 +86,9 @@ def budget_fingerprint(wildcards):
     return hashlib.sha256(
         json.dumps(plan, sort_keys=True, default=str).encode()
     ).hexdigest()[:16]
+
+
+def training_threads():
+    """``threads:`` of a training rule: 1 on CPU (what the job uses; two run side by side on 2 cores), 2 on GPUs
+    (codegrpo.cluster.resources.training_threads)."""
+    return _training_threads(config)

@@ -29,7 +29,7 @@ rule dhrcl_train:
         run="|".join(re.escape(r) for r in DHRCL_PLAN) or "(?!)",
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: training_threads()
     resources:
         **stage_resources("dhrcl"),
     params:

@@ -38,7 +38,7 @@ rule learning_direction:
         check="[a-z_]+",
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: training_threads()
     resources:
         **stage_resources("learning_check"),
     params:
@@ -57,7 +57,7 @@ rule learning_curriculum:
         logpath("learning", "curriculum.log"),
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: training_threads()
     resources:
         **stage_resources("learning_check"),
     params:

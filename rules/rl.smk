@@ -21,7 +21,7 @@ rule skeleton_rl_train:
         logpath("rl_train", "skeleton_rl.log"),
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: training_threads()
     resources:
         **stage_resources("skeleton_rl"),
     params:

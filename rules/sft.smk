@@ -40,7 +40,7 @@ rule sft_train:
         which="skeleton|skin",
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: training_threads()
     resources:
         **stage_resources("sft"),
     params:

@@ -1,10 +1,13 @@
-"""Shared fixtures: repository paths and the shipped data."""
+"""Shared fixtures: repository paths, the shipped data, and the CPU training chain (run once per session)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,91 @@ def local() -> dict:
     from codegrpo.config import load_config
 
     return load_config(REPO_ROOT / "config.yaml", check_files=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One local Ray per test module for its verl CPU runs (codegrpo.verl.cpu.local_ray): each run joins it through
+# RAY_ADDRESS instead of starting and stopping its own (about 10 s and 8 s of CPU per run on 2 cores). Only the
+# runs inside ``shared_ray.joined()`` see it; other tests keep starting their own Ray. Module scope: an idle Ray
+# still costs about 6 % of a core, so it lives only while the module that trains runs.
+
+
+class SharedRay:
+    #: training runs that can use the Ray at the same time (one fake GPU each; each run asks for one)
+    slots = 2
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+
+    @contextlib.contextmanager
+    def joined(self):
+        """``os.environ`` carries the cluster's address and token while the block runs."""
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            yield self.env
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def shared_ray():
+    from codegrpo.verl import cpu
+
+    with cpu.local_ray(SharedRay.slots, export=False) as env:
+        yield SharedRay(env)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The CPU training chain, trained once per session and read by every test that checks a trained stage
+# (tests/workflow/test_training_workflow.py, tests/test_verl_cpu.py): never train twice to check two things.
+
+
+@dataclass
+class CpuChain:
+    """``snakemake -c2 skin_rl`` with config.yaml (data -> tiny model -> sft_skeleton -> skeleton_rl -> sft_skin
+    -> skin_rl, 2 steps each) in a private results folder; skin_rl's identifier reward goes through the embedding
+    server (``embedding.serve: true``) while the caller's environment names a dead endpoint, which the run must
+    ignore. Tests that change a run copy its folder first."""
+
+    proc: subprocess.CompletedProcess
+    results: Path
+    config: dict
+    stale_api_base: str
+
+    @property
+    def runs(self) -> Path:
+        return self.results / "runs"
+
+    def check(self) -> None:
+        assert self.proc.returncode == 0, self.proc.stdout[-3000:] + self.proc.stderr[-5000:]
+
+
+CHAIN_OVERLAY = {"embedding": {"serve": True}}
+
+
+@pytest.fixture(scope="session")
+def cpu_chain(tmp_path_factory, snakemake_bin) -> CpuChain:
+    """The chain's GRPO jobs join one local Ray that lives as long as the chain."""
+    import yaml
+
+    from codegrpo.config import load_config
+    from codegrpo.services import free_port
+    from codegrpo.verl import cpu
+
+    tmp = tmp_path_factory.mktemp("cpu_chain")
+    overlay = {"results_dir": str(tmp / "results"), "logs_dir": str(tmp / "logs"), **CHAIN_OVERLAY}
+    (tmp / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    stale = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    with cpu.local_ray(1, export=False) as ray_env:
+        proc = subprocess.run([snakemake_bin, "--nolock", "--configfile", str(tmp / "overlay.yaml"), "-c2",
+                               "skin_rl"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500,
+                              env={**os.environ, **ray_env, "CODEGRPO_EMBEDDING_API_BASE": stale})
+    cfg = load_config(REPO_ROOT / "config.yaml", check_files=False)
+    for key, value in overlay.items():
+        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
+    return CpuChain(proc, tmp / "results", cfg, stale)

@@ -6,7 +6,8 @@ losses, the transition records of the curriculum, the target's plan.
 Slow tests (run in CI): real GRPO runs on CPU through the pipeline's verl path (Hydra-validated launch, Ray,
 FSDP2, HF rollout, the reward registry and verl's naive reward manager) on the toy task, one per policy loss and
 one sign-flipped control, and a DHRCL run whose curriculum must advance by its trend rule. The runs happen once
-per session (module fixtures); each test reads their outputs.
+per session (module fixtures), all joining the session's one Ray (tests/conftest.py::shared_ray), the direction
+runs two at a time; each test reads their outputs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -179,8 +181,8 @@ def test_learning_check_target_plans_every_run(snakemake_bin, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- slow
 @pytest.fixture(scope="module")
-def toy_runs(tmp_path_factory):
-    """Every direction check once: the toy data, its tiny model, five GRPO runs on CPU."""
+def toy_runs(tmp_path_factory, shared_ray):
+    """Every direction check once: the toy data, its tiny model, five GRPO runs on CPU (joining the session's Ray)."""
     from codegrpo.models import build_tiny_model
 
     cfg = load_config(REPO / "config.yaml")
@@ -189,10 +191,12 @@ def toy_runs(tmp_path_factory):
     data = learning.write_toy_dataset(out / "data", lc["toy"]["n_train"], lc["toy"]["n_val"], cfg["seed"])
     build_tiny_model(out / "tiny", learning.toy_corpus(cfg["seed"]), vocab_size=lc["toy"]["vocab_size"],
                      seed=cfg["seed"])
-    verdicts = {}
-    for check in learning.CHECKS:
-        verdicts[check] = learning.run_direction_check(cfg, check, train_files=data["train"], val_files=data["val"],
-                                                       init_model=str(out / "tiny"), run_dir=out / check)
+    # two runs at a time: a run keeps about one core busy (tests/conftest.py::shared_ray has a slot for each)
+    with shared_ray.joined(), ThreadPoolExecutor(max_workers=shared_ray.slots) as pool:
+        futures = {check: pool.submit(learning.run_direction_check, cfg, check, train_files=data["train"],
+                                      val_files=data["val"], init_model=str(out / "tiny"), run_dir=out / check)
+                   for check in learning.CHECKS}
+        verdicts = {check: f.result() for check, f in futures.items()}
     return out, verdicts
 
 
@@ -220,10 +224,11 @@ def test_sign_flipped_control_lowers_the_toy_reward(toy_runs):
 
 
 @pytest.fixture(scope="module")
-def curriculum_run(tmp_path_factory):
+def curriculum_run(tmp_path_factory, shared_ray):
     cfg = load_config(REPO / "config.yaml")
     out = tmp_path_factory.mktemp("curriculum")
-    return out, learning.run_curriculum_check(cfg, out_dir=out)
+    with shared_ray.joined():
+        return out, learning.run_curriculum_check(cfg, out_dir=out)
 
 
 @pytest.mark.slow

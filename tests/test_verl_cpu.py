@@ -1,8 +1,9 @@
 """verl CPU mode: the patches (only in CPU mode), and real SFT / GRPO runs on CPU with the tiny model.
 
-The slow tests train for real: verl 0.4.1's fsdp_sft_trainer under torchrun and main_ppo's GRPO loop with Ray,
-FSDP2 and the HF rollout, on parquet fixtures made from the shipped SK2Decompile examples, with the project's
-reward file. Each run takes about a minute on 2 cores.
+The slow tests check real training: verl 0.4.1's fsdp_sft_trainer under torchrun and main_ppo's GRPO loop with
+Ray, FSDP2 and the HF rollout, with the project's reward file. The SFT and GRPO runs they read are those of the
+session's CPU chain (tests/conftest.py::cpu_chain, trained once through Snakemake on the shipped examples); only
+the resume checks train again (one more SFT step on a copy; a GRPO run killed after its first step).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from codegrpo.config import load_config
@@ -31,43 +31,7 @@ def _py(code: str, timeout: int = 240) -> subprocess.CompletedProcess:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# fixtures: tiny parquet files in the data stage's schema, and the tiny model
-
-
-def _jsonl(path):
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def make_fixtures(out: Path, data_dir: Path) -> dict:
-    """SFT (prompt/response) and verl RL parquet files from the shipped examples, plus the tiny model."""
-    from codegrpo.models import build_tiny_model, corpus_from_parquet
-
-    out.mkdir(parents=True, exist_ok=True)
-    sk = data_dir / "sk2decompile"
-    sft = [{"prompt": r["input"], "response": r["output"]} for r in _jsonl(sk / "pseudo2norm-examples.jsonl")]
-    rl = []
-    for i, r in enumerate(_jsonl(sk / "sk2decompile-rl-examples.jsonl")[:20]):
-        rl.append({
-            "data_source": "sk2decompile_structure",
-            "prompt": r["prompt"],
-            "ability": "decompile",
-            "reward_model": {"style": "rule", "ground_truth": r["reward_model"]["ground_truth"]},
-            "extra_info": {"index": i, "split": "train" if i < 16 else "val",
-                           "header": r["extra_info"]["header"] or "",
-                           "header_status": "ok" if r["extra_info"]["header"] else "missing"},
-        })
-    paths = {
-        "sft_train": out / "sft.train.parquet", "sft_val": out / "sft.val.parquet",
-        "rl_train": out / "rl.train.parquet", "rl_val": out / "rl.val.parquet",
-    }
-    pd.DataFrame(sft[:16]).to_parquet(paths["sft_train"])
-    pd.DataFrame(sft[16:]).to_parquet(paths["sft_val"])
-    pd.DataFrame(rl[:16]).to_parquet(paths["rl_train"])
-    pd.DataFrame(rl[16:]).to_parquet(paths["rl_val"])
-    paths["tiny"] = out / "tiny"
-    build_tiny_model(paths["tiny"], corpus_from_parquet([paths["sft_train"], paths["rl_train"]]), vocab_size=2048)
-    return paths
+# helpers (the trained runs come from the session's CPU chain, tests/conftest.py::cpu_chain)
 
 
 def tiny_cfg(steps: int = 2) -> dict:
@@ -94,14 +58,37 @@ def test_cpu_overrides_and_ray_settings():
     assert "actor_rollout_ref.rollout.tensor_model_parallel_size=1" in ov
     assert "model.strategy=fsdp2" in cpu.sft_overrides()
     kw = cpu.ray_init_kwargs(2, env_vars={"X": "1"})
-    assert kw["num_gpus"] == 2 and kw["resources"] == {"cpu": 2}
+    assert kw["num_gpus"] == 2 and kw["resources"] == {"cpu": 2} and kw["include_dashboard"] is False
     assert kw["runtime_env"]["worker_process_setup_hook"] == "codegrpo.verl.cpu.setup"
     assert kw["runtime_env"]["env_vars"]["X"] == "1"
     # joining a cluster whose nodes announce the resources themselves (Ray refuses resources from a joining driver)
     join = cpu.ray_init_kwargs(2, env_vars={"X": "1"}, address="10.0.0.1:6379")
-    assert join["address"] == "10.0.0.1:6379" and not {"num_gpus", "num_cpus", "resources"} & set(join)
+    assert join["address"] == "10.0.0.1:6379" and not {"num_gpus", "num_cpus", "resources", "include_dashboard"} & set(join)
     assert join["runtime_env"] == kw["runtime_env"]
     assert cpu.node_resources(1, 4) == {"num_cpus": 4, "num_gpus": 1, "resources": {"cpu": 1}}
+
+
+def test_trainer_forwards_the_jobs_threads_to_ray_workers(monkeypatch):
+    """The thread counts Snakemake gives a training job reach verl's Ray workers through the runtime env, also
+    when the driver joins a Ray started elsewhere (whose workers inherit that Ray's environment)."""
+    from codegrpo.verl.launch import grpo_launch
+    from codegrpo.verl.trainer import THREAD_VARS, ray_init_kwargs
+
+    cfg = tiny_cfg()
+    g = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files="t.parquet", val_files="v.parquet",
+                    model_path="m", run_dir="/tmp/x").validate()
+    for name in (*THREAD_VARS, "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    assert not set(THREAD_VARS) & set(ray_init_kwargs(g)["runtime_env"]["env_vars"])
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    for address in (None, "127.0.0.1:1"):
+        if address:
+            monkeypatch.setenv("RAY_ADDRESS", address)
+        kw = ray_init_kwargs(g)
+        assert kw.get("address") == address
+        assert kw["runtime_env"]["env_vars"]["OMP_NUM_THREADS"] == "1"
+        assert kw["runtime_env"]["env_vars"]["MKL_NUM_THREADS"] == "1"
 
 
 def test_setup_patches_verl_for_cpu(tmp_path):
@@ -175,22 +162,15 @@ def test_gpu_mode_applies_no_cpu_patch(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def fixtures(tmp_path_factory, data_dir):
-    return make_fixtures(tmp_path_factory.mktemp("verl_cpu"), data_dir)
-
-
-@pytest.fixture(scope="module")
-def sft_run(fixtures):
-    from codegrpo.verl.stages import run_sft
-
-    run_dir = fixtures["tiny"].parent / "runs" / "sft_skeleton"
-    done = run_sft(tiny_cfg(), "skeleton", train_files=fixtures["sft_train"], val_files=fixtures["sft_val"],
-                   init_model=str(fixtures["tiny"]), run_dir=run_dir)
-    return run_dir, done
+def sft_run(cpu_chain):
+    """sft_skeleton of the session's CPU chain (tests/conftest.py::cpu_chain: config.yaml, 2 steps)."""
+    cpu_chain.check()
+    run_dir = cpu_chain.runs / "sft_skeleton"
+    return run_dir, json.loads((run_dir / "done.json").read_text())
 
 
 @pytest.mark.slow
-def test_sft_two_steps_on_cpu(sft_run, fixtures):
+def test_sft_two_steps_on_cpu(sft_run, cpu_chain):
     import torch
 
     from codegrpo.models import load_model
@@ -202,29 +182,30 @@ def test_sft_two_steps_on_cpu(sft_run, fixtures):
     assert done["final_step"] == 2 and json.loads((run_dir / "done.json").read_text()) == done
     assert done["chat_template"] == "passthrough"  # config.yaml's model.chat_template, as resolved for the run
     trained, tok = load_model(run_dir / "hf")
-    init, _ = load_model(fixtures["tiny"])
+    init, _ = load_model(done["init_model"])
+    assert done["init_model"] == str(cpu_chain.results / "models" / "tiny")
     assert not torch.equal(trained.model.embed_tokens.weight, init.model.embed_tokens.weight)
     assert tok.chat_template and (run_dir / "train.log").read_text().count("step:2") >= 1
 
 
 @pytest.mark.slow
-def test_grpo_two_steps_on_cpu(sft_run, fixtures):
-    """GRPO from the SFT output with the structure reward; FSDP checkpoint exported to Hugging Face."""
+def test_grpo_two_steps_on_cpu(sft_run, cpu_chain):
+    """GRPO (skeleton_rl of the CPU chain) from the SFT output with the structure reward; FSDP checkpoint exported
+    to Hugging Face."""
     from codegrpo.models import load_model
-    from codegrpo.verl.stages import run_grpo
 
     sft_dir, _ = sft_run
-    run_dir = sft_dir.parent / "skeleton_rl"
-    cfg = tiny_cfg()
-    done = run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=fixtures["rl_train"], val_files=fixtures["rl_val"],
-                    init_model=str(sft_dir / "hf"), run_dir=run_dir)
+    run_dir = cpu_chain.runs / "skeleton_rl"
+    cfg = cpu_chain.config
+    done = json.loads((run_dir / "done.json").read_text())
+    assert done["init_model"] == str(sft_dir / "hf")
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
         for key in ("critic/score/mean", "actor/kl_loss", "actor/pg_loss", "response_length/mean",
                     "reward/score/mean", "reward/compile/mean"):
             assert key in r, key
-        assert r["response_length/max"] <= 16
+        assert r["response_length/max"] <= cfg["skeleton_rl"]["max_response_length"]
     assert any(k.startswith("val-core/sk2decompile_structure/") for k in rows[-1])
     assert done["final_step"] == 2 and (run_dir / "checkpoints" / "global_step_2" / "actor").is_dir()
     assert json.loads((run_dir / "settings.json").read_text())["settings"]["chat_template"] == "passthrough"
@@ -237,14 +218,22 @@ def test_grpo_two_steps_on_cpu(sft_run, fixtures):
 
 
 @pytest.mark.slow
-def test_sft_rerun_resumes_from_newest_weights(sft_run, fixtures):
-    """A rerun with more steps continues from global_step_2: steps 1-2 are kept, only step 3 is trained."""
+def test_sft_rerun_resumes_from_newest_weights(sft_run, cpu_chain, tmp_path):
+    """A rerun with more steps continues from global_step_2: steps 1-2 are kept, only step 3 is trained (on a copy
+    of the chain's sft_skeleton, with the chain's data and initial model)."""
+    import shutil
+
     from codegrpo.verl.stages import run_sft
 
-    run_dir, _ = sft_run
+    src, done0 = sft_run
+    run_dir = tmp_path / "sft_skeleton"
+    shutil.copytree(src, run_dir)
     before = read_metrics(run_dir)
-    done = run_sft(tiny_cfg(steps=3), "skeleton", train_files=fixtures["sft_train"], val_files=fixtures["sft_val"],
-                   init_model=str(fixtures["tiny"]), run_dir=run_dir)
+    data = cpu_chain.results / "data" / "sft"
+    cfg = tiny_cfg(steps=3)
+    cfg["results_dir"] = str(cpu_chain.results)
+    done = run_sft(cfg, "skeleton", train_files=data / "skeleton.train.parquet",
+                   val_files=data / "skeleton.val.parquet", init_model=done0["init_model"], run_dir=run_dir)
     after = read_metrics(run_dir)
     assert [r["step"] for r in after] == [1, 2, 3] and after[:2] == before
     assert done["final_step"] == 3 and (run_dir / "checkpoints" / "global_step_3" / "model.safetensors").is_file()
@@ -253,22 +242,25 @@ def test_sft_rerun_resumes_from_newest_weights(sft_run, fixtures):
 
 
 @pytest.mark.slow
-def test_grpo_resumes_after_kill(fixtures, tmp_path):
-    """Kill a run after its first checkpoint; the rerun resumes there; no step is lost or duplicated."""
+def test_grpo_resumes_after_kill(cpu_chain, shared_ray, tmp_path):
+    """Kill a run after its first checkpoint; the rerun resumes there; no step is lost or duplicated (skeleton_rl
+    from the CPU chain's tiny model on its data)."""
     from codegrpo.verl import checkpoints
     from codegrpo.verl.stages import prepare_run_dir, run_grpo, run_settings, settings_launch
 
+    cpu_chain.check()
     cfg = tiny_cfg(steps=3)
     run_dir = (tmp_path / "skeleton_rl").resolve()
-    kw = dict(train_files=fixtures["rl_train"], val_files=fixtures["rl_val"], init_model=str(fixtures["tiny"]),
-              run_dir=run_dir)
+    data = cpu_chain.results / "data" / "rl"
+    kw = dict(train_files=data / "skeleton.train.parquet", val_files=data / "skeleton.val.parquet",
+              init_model=str(cpu_chain.results / "models" / "tiny"), run_dir=run_dir)
     # the first attempt starts the way run_grpo does (settings.json, then verl), and is killed after step 1
     settings = run_settings(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw)
     assert prepare_run_dir(run_dir, settings) == "fresh"
     la = settings_launch(cfg, settings, run_dir)
-    with open(run_dir / "train.log", "w") as log:
-        proc = subprocess.Popen(la.argv, env={**os.environ, **la.env}, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    with open(run_dir / "train.log", "w") as log:  # both attempts join the session's Ray (the kill ends the job)
+        proc = subprocess.Popen(la.argv, env={**os.environ, **shared_ray.env, **la.env}, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + 400
         while time.time() < deadline and proc.poll() is None:
@@ -285,7 +277,8 @@ def test_grpo_resumes_after_kill(fixtures, tmp_path):
     before = [r["step"] for r in read_metrics(run_dir)]
     assert before[0] == 1 and before == sorted(set(before))
 
-    done = run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw)
+    with shared_ray.joined():
+        done = run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw)
     steps = [r["step"] for r in read_metrics(run_dir)]
     assert steps == [1, 2, 3]
     log = (run_dir / "train.log").read_text()
@@ -294,27 +287,19 @@ def test_grpo_resumes_after_kill(fixtures, tmp_path):
 
 
 @pytest.mark.slow
-def test_skin_rl_reward_uses_the_served_endpoint_from_settings_json(fixtures, tmp_path, monkeypatch):
-    """skin_rl with embedding.serve: the run starts the project's embedding server, records its endpoint in
-    settings.json, and the identifier reward in verl's TaskRunner embeds through it (the server's access log
-    shows the requests). A stale CODEGRPO_EMBEDDING_API_BASE in the caller's environment is not used."""
-    from codegrpo.services import free_port
-    from codegrpo.verl.stages import run_rl_stage
-
-    rows = pd.read_parquet(fixtures["rl_train"]).assign(data_source="sk2decompile_identifier")
-    rows.to_parquet(tmp_path / "skin.train.parquet")
-    pd.read_parquet(fixtures["rl_val"]).assign(data_source="sk2decompile_identifier").to_parquet(
-        tmp_path / "skin.val.parquet")
-    monkeypatch.setenv("CODEGRPO_EMBEDDING_API_BASE", f"http://127.0.0.1:{free_port()}/v1")  # nothing listens
-    cfg = tiny_cfg()
-    cfg["embedding"] = {**cfg["embedding"], "backend": "local", "serve": True}
-    run_dir = tmp_path / "runs" / "skin_rl"
-    done = run_rl_stage(cfg, "skin_rl", train_files=tmp_path / "skin.train.parquet",
-                        val_files=tmp_path / "skin.val.parquet", init_model=str(fixtures["tiny"]), run_dir=run_dir)
-    assert done["final_step"] == 2
+def test_skin_rl_reward_uses_the_served_endpoint_from_settings_json(cpu_chain):
+    """skin_rl with embedding.serve (the session's CPU chain, tests/conftest.py::cpu_chain): the run starts the
+    project's embedding server, records its endpoint in settings.json, and the identifier reward in verl's
+    TaskRunner embeds through it (the server's access log shows the requests). A stale
+    CODEGRPO_EMBEDDING_API_BASE in the caller's environment (the chain's snakemake) is not used."""
+    cpu_chain.check()
+    run_dir = cpu_chain.runs / "skin_rl"
+    assert json.loads((run_dir / "done.json").read_text())["final_step"] == 2
     doc = json.loads((run_dir / "settings.json").read_text())
+    assert doc["settings"]["embedding"]["serve"] is True
     served = doc["served"]["embedding"]
     assert served["backend"] == "openai" and served["api_base"].startswith("http://127.0.0.1:")
+    assert served["api_base"] != cpu_chain.stale_api_base
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2] and all("reward/cosine/mean" in r for r in rows)
     assert (run_dir / "embedding_server.log").read_text().count("POST /v1/embeddings") >= 2

@@ -211,6 +211,17 @@ def test_misspelled_sft_key_is_rejected(repo_root, tmp_path):
         la.validate()
 
 
+def test_compose_from_several_threads():
+    """Launches prepared in several threads at once (the learning checks, two at a time) all compose: Hydra's
+    global instance is taken one compose at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    overrides = [["trainer.device=cpu", f"trainer.total_training_steps={i + 1}"] for i in range(8)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        composed = list(pool.map(lambda ov: L.compose("grpo", ov), overrides))
+    assert [c.trainer.total_training_steps for c in composed] == list(range(1, 9))
+
+
 def test_broken_interpolation_is_rejected():
     with pytest.raises(L.LaunchConfigError, match="no_such_key"):
         L.compose("grpo", ["trainer.experiment_name=${trainer.no_such_key}"])

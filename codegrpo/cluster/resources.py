@@ -25,7 +25,16 @@ One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``, device cpu only): a tr
 
 from __future__ import annotations
 
-__all__ = ["ResourceError", "rehearsal_tasks", "stage_resources", "training_topology"]
+__all__ = ["ResourceError", "rehearsal_tasks", "stage_resources", "training_threads", "training_topology"]
+
+#: threads a training job (SFT, GRPO, DHRCL, the learning checks) declares with ``device: cpu``: what it really
+#: uses. The tiny model's trainer keeps about one core busy (Ray, the rollout loop and verl's bookkeeping are
+#: serial Python), so two independent training jobs share 2 cores instead of running one after the other.
+#: Snakemake hands a job its threads as OMP_NUM_THREADS / MKL_NUM_THREADS, which torch's intra-op pool (and
+#: every Ray worker of the run, which inherits the job's environment) follows.
+CPU_TRAINING_THREADS = 1
+#: what a training job declared before (and still declares on GPUs: data loading and tokenisation threads)
+GPU_TRAINING_THREADS = 2
 
 
 class ResourceError(ValueError):
@@ -66,6 +75,12 @@ def rehearsal_tasks(config: dict, stage: str) -> int:
     if found is None:
         return 0
     return int(found[1].get("nnodes", 1))
+
+
+def training_threads(config: dict) -> int:
+    """``threads:`` of a training rule: :data:`CPU_TRAINING_THREADS` with ``device: cpu``, else
+    :data:`GPU_TRAINING_THREADS`. SLURM jobs get their CPUs from ``cpus_per_task`` (:func:`stage_resources`)."""
+    return CPU_TRAINING_THREADS if config.get("device") == "cpu" else GPU_TRAINING_THREADS
 
 
 def stage_resources(config: dict, stage: str) -> dict:

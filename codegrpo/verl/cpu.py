@@ -25,7 +25,14 @@ files, and ONLY when the pipeline runs with ``device: cpu`` (the GPU path never 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 WORKER_SETUP_HOOK = "codegrpo.verl.cpu.setup"
 ENV_FLAG = "CODEGRPO_VERL_CPU_PATCHED"
@@ -75,10 +82,92 @@ def ray_init_kwargs(n_gpus: int, num_cpus: int | None = None, env_vars: dict | N
                     address: str | None = None) -> dict:
     """``ray.init`` arguments for CPU mode: a local Ray with :func:`node_resources` for ``n_gpus`` workers, or
     with ``address`` the cluster there (its nodes announce :func:`node_resources` themselves: a driver joining
-    a cluster cannot); the CPU patches as the workers' setup hook either way."""
+    a cluster cannot); the CPU patches as the workers' setup hook either way. The local Ray starts without its
+    dashboard (nothing here reads it; on 2 cores its head process and modules cost about 5 s of CPU per run)."""
     if address:
         return {"address": address, "runtime_env": _runtime_env(env_vars)}
-    return {**node_resources(n_gpus, num_cpus), "runtime_env": _runtime_env(env_vars)}
+    return {**node_resources(n_gpus, num_cpus), "include_dashboard": False, "runtime_env": _runtime_env(env_vars)}
+
+
+LOCAL_RAY_PORTS = 1400  # GCS, the node's own ports (base+1..+7), worker ports (base+1000..+1399)
+
+
+def local_ray_command(ray_bin: str, temp_dir: str | os.PathLike, port: int, n_gpus: int,
+                      num_cpus: int | None = None) -> list[str]:
+    """``ray start --head --block`` of a one-node local Ray announcing :func:`node_resources` for ``n_gpus``
+    training workers, on 127.0.0.1, every port fixed from ``port`` (two such Rays on one host do not collide),
+    no dashboard, session files under ``temp_dir``."""
+    res = node_resources(n_gpus, num_cpus)
+    return [ray_bin, "start", "--head", "--block", "--disable-usage-stats", "--include-dashboard=false",
+            f"--port={port}", "--node-ip-address=127.0.0.1", f"--num-cpus={res['num_cpus']}",
+            f"--num-gpus={res['num_gpus']}", f"--resources={json.dumps(res['resources'], sort_keys=True)}",
+            f"--node-manager-port={port + 1}", f"--object-manager-port={port + 2}",
+            f"--dashboard-agent-listen-port={port + 3}", f"--dashboard-agent-grpc-port={port + 4}",
+            f"--metrics-export-port={port + 5}", f"--runtime-env-agent-port={port + 6}",
+            f"--ray-client-server-port={port + 7}", f"--min-worker-port={port + 1000}",
+            f"--max-worker-port={port + LOCAL_RAY_PORTS - 1}", f"--temp-dir={temp_dir}"]
+
+
+@contextlib.contextmanager
+def local_ray(n_gpus: int = 1, num_cpus: int | None = None, *, temp_base: str | os.PathLike = "/tmp",
+              timeout_s: float = 120.0, python: str = sys.executable, export: bool = True):
+    """A local CPU-mode Ray that several training runs join, one after another, instead of each starting its own
+    (the start-up is paid once). While the block runs, ``RAY_ADDRESS`` (and the cluster's token,
+    ``RAY_AUTH_MODE`` / ``RAY_AUTH_TOKEN``) are exported, so the trainer (:func:`ray_init_kwargs` with
+    ``address``) and every process started from here join it; on exit every Ray process it started is stopped
+    and the variables are restored. Yields the environment it exported.
+
+    What a run computes does not change: the node announces the resources a run's own local Ray would have
+    (:func:`node_resources`), each run is its own Ray job (its own workers, runtime env and setup hook), and a
+    run's non-detached actors end with its driver. Runs that overlap in time wait for the node's ``n_gpus``
+    fake GPUs. ``export=False`` leaves ``os.environ`` alone (the caller hands the yielded variables to the runs that
+    should join)."""
+    from codegrpo.cluster import ClusterError, leftover_pids, probe, random_port_base
+    from codegrpo.procgroup import popen_group, stop_group
+
+    temp_dir = Path(tempfile.mkdtemp(prefix="cgray-", dir=temp_base))  # short: Ray puts Unix sockets in it
+    temp_dir.chmod(0o700)
+    port = random_port_base(LOCAL_RAY_PORTS)
+    address = f"127.0.0.1:{port}"
+    ray_bin = str(Path(python).with_name("ray"))
+    exported = {"RAY_ADDRESS": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    env = {**os.environ, **exported, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+    env.pop("RAY_ADDRESS")  # the head itself
+    saved = {k: os.environ.get(k) for k in exported}
+    log_path = temp_dir / "ray-start.log"
+    with open(log_path, "ab") as out:
+        proc = popen_group(local_ray_command(ray_bin, temp_dir / "s", port, n_gpus, num_cpus), stdout=out,
+                           stderr=out, env=env, umask=0o077)
+    try:
+        t0 = time.monotonic()
+        while True:
+            if proc.poll() is not None:
+                raise ClusterError(f"local Ray exited with code {proc.returncode}: "
+                                   f"{log_path.read_text(errors='replace')[-2000:]}")
+            try:
+                state = probe(address, timeout_s=60, python=python, token=exported["RAY_AUTH_TOKEN"])
+                if state["nodes"] >= 1 and state["GPU"] >= n_gpus:
+                    break
+            except ClusterError as exc:
+                if time.monotonic() - t0 > timeout_s:
+                    raise ClusterError(f"local Ray at {address} not ready within {timeout_s:.0f}s: {exc}") from exc
+            time.sleep(0.5)
+        if export:
+            os.environ.update(exported)
+        yield dict(exported)
+    finally:
+        stop_group(proc, grace_s=30)
+        for pid in leftover_pids(temp_dir):  # Ray processes that outlived `ray start` (they name our temp dir)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        import shutil
+
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def is_applied() -> bool:

@@ -21,6 +21,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -65,8 +66,14 @@ def fmt(value: Any) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# Hydra's compose API keeps one global instance per process: launches prepared from several threads (e.g. the
+# learning checks run two at a time) compose one after the other
+_COMPOSE_LOCK = threading.Lock()
+
+
 def compose(config_name: str, overrides: Sequence[str], config_dir: str | os.PathLike = PROJECT_CONFIG_DIR):
     """Compose ``config_name`` with ``overrides`` exactly as the entry point will; resolve interpolations.
+    Safe to call from several threads (one compose at a time).
 
     Raises :class:`LaunchConfigError` naming the offending override when Hydra or OmegaConf rejects it.
     """
@@ -77,7 +84,7 @@ def compose(config_name: str, overrides: Sequence[str], config_dir: str | os.Pat
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base=None):
+        with _COMPOSE_LOCK, initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base=None):
             cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as exc:

@@ -81,6 +81,9 @@ class _RewardRecorder:
 
 
 WORKERS_FILE = "workers.json"
+#: the thread-count variables Snakemake gives a job (its rule's ``threads``), forwarded to verl's Ray workers
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+               "NUMEXPR_NUM_THREADS")
 
 
 def _where(worker) -> dict:
@@ -216,11 +219,13 @@ def ray_init_kwargs(cfg) -> dict:
 
     The workers' ``runtime_env`` carries, of the project's variables, only ``$CODEGRPO_RUN_SETTINGS`` (the reward
     reads its settings from that file), plus API keys of an embedding service and Hugging Face's offline switches
-    (:func:`codegrpo.rewards.forward_env`)."""
+    (:func:`codegrpo.rewards.forward_env`), and the job's thread counts (:data:`THREAD_VARS`)."""
     from codegrpo import runsettings
     from codegrpo.rewards import forward_env
 
-    forwarded = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH")
+    # the job's threads (Snakemake sets them from the rule's threads): also when the driver joins a Ray started
+    # elsewhere, whose workers would otherwise inherit that Ray's environment
+    forwarded = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH", *THREAD_VARS)
     env_vars = {k: v for k, v in os.environ.items() if k in forwarded}
     # the one settings channel: the run's settings.json; of the project's variables only its path is forwarded
     path = runsettings.settings_path()

@@ -34,15 +34,37 @@ def _jobs(stdout: str) -> dict[str, int]:
     return out
 
 
+def _threads(stdout: str) -> dict[str, set[int]]:
+    """The threads each planned rule's jobs declare (a dry run prints ``threads:`` only when it is not 1)."""
+    out: dict[str, set[int]] = {}
+    rule = None
+    for line in stdout.splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            rule = line.split()[1].rstrip(":")
+            out.setdefault(rule, set())
+        elif rule and line.strip().startswith("threads:"):
+            out[rule].add(int(line.split()[1]))
+        elif rule and not line.strip():
+            out[rule] = out[rule] or {1}
+            rule = None
+    return {k: v or {1} for k, v in out.items()}
+
+
 @pytest.mark.parametrize("configfile", ["config.yaml", "config/paper.yaml"])
 def test_training_dag_plans(snakemake_bin, tmp_path, configfile):
     base = yaml.safe_load((REPO / configfile).read_text())
     overlay = {**base, "results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs")}
-    r = snakemake(snakemake_bin, "-n", *TARGETS, overlay=overlay, tmp_path=tmp_path)
+    r = snakemake(snakemake_bin, "-n", "--cores", "2", *TARGETS, overlay=overlay, tmp_path=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = _jobs(r.stdout)
     assert jobs["sft_train"] == 2 and jobs["skeleton_rl_train"] == 1 and jobs["skin_rl_train"] == 1
     assert ("tiny_model" in jobs) == (base["model"]["base"] == "tiny")
+    # the threads a training job declares (Snakemake hands them to it as OMP_NUM_THREADS): one on CPU, where
+    # two training jobs share the 2 cores; two on GPUs, as before
+    threads = _threads(r.stdout)
+    want = {1} if base["device"] == "cpu" else {2}
+    for rule in ("sft_train", "skeleton_rl_train", "skin_rl_train"):
+        assert threads[rule] == want, (rule, threads)
 
 
 @pytest.mark.slow
@@ -64,14 +86,13 @@ def test_import_skips_training(snakemake_bin, tmp_path):
 
 
 @pytest.mark.slow
-def test_cpu_training_chain(snakemake_bin, tmp_path):
-    """The whole CPU chain: data -> tiny model -> sft_skeleton -> skeleton_rl -> sft_skin -> skin_rl."""
+def test_cpu_training_chain(cpu_chain):
+    """The whole CPU chain: data -> tiny model -> sft_skeleton -> skeleton_rl -> sft_skin -> skin_rl (the session's
+    run, tests/conftest.py::cpu_chain, also read by tests/test_verl_cpu.py)."""
     from codegrpo.models import load_model
 
-    overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs")}
-    r = snakemake(snakemake_bin, "-c2", "skin_rl", overlay=overlay, tmp_path=tmp_path, timeout=1500)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
-    runs = tmp_path / "results" / "runs"
+    cpu_chain.check()
+    runs = cpu_chain.runs
     for run in ("sft_skeleton", "skeleton_rl", "sft_skin", "skin_rl"):
         rec = json.loads((runs / run / "done.json").read_text())
         assert rec["final_step"] == 2
@@ -85,5 +106,5 @@ def test_cpu_training_chain(snakemake_bin, tmp_path):
     assert "reward/cosine/mean" in last and "actor/kl_loss" in last
     assert any(k.startswith("val-core/sk2decompile_identifier/") for k in last)
     # the tiny tokenizer was trained on the run's own data
-    meta = json.loads((tmp_path / "results" / "models" / "tiny" / "tiny_model.json").read_text())
+    meta = json.loads((cpu_chain.results / "models" / "tiny" / "tiny_model.json").read_text())
     assert meta["n_texts"] > 0
