@@ -246,7 +246,7 @@ def test_grpo_resumes_after_kill(cpu_chain, shared_ray, tmp_path):
     """Kill a run after its first checkpoint; the rerun resumes there; no step is lost or duplicated (skeleton_rl
     from the CPU chain's tiny model on its data)."""
     from codegrpo.verl import checkpoints
-    from codegrpo.verl.stages import prepare_run_dir, run_grpo, run_settings, settings_launch
+    from codegrpo.verl.stages import chat_template_choice, prepare_run_dir, run_grpo, run_settings, settings_launch
 
     cpu_chain.check()
     cfg = tiny_cfg(steps=3)
@@ -255,7 +255,8 @@ def test_grpo_resumes_after_kill(cpu_chain, shared_ray, tmp_path):
     kw = dict(train_files=data / "skeleton.train.parquet", val_files=data / "skeleton.val.parquet",
               init_model=str(cpu_chain.results / "models" / "tiny"), run_dir=run_dir)
     # the first attempt starts the way run_grpo does (settings.json, then verl), and is killed after step 1
-    settings = run_settings(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw)
+    settings = run_settings(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw,
+                            chat_template=chat_template_choice(cfg, "skeleton_rl", kw["init_model"]))
     assert prepare_run_dir(run_dir, settings) == "fresh"
     la = settings_launch(cfg, settings, run_dir)
     with open(run_dir / "train.log", "w") as log:  # both attempts join the session's Ray (the kill ends the job)
@@ -281,6 +282,7 @@ def test_grpo_resumes_after_kill(cpu_chain, shared_ray, tmp_path):
         done = run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw)
     steps = [r["step"] for r in read_metrics(run_dir)]
     assert steps == [1, 2, 3]
+    assert not list(run_dir.parent.glob("skeleton_rl.prev-*")), "the rerun started fresh instead of resuming"
     log = (run_dir / "train.log").read_text()
     assert "Resuming from" in log and "global_step_1" in log
     assert done["final_step"] == 3 and (run_dir / "hf" / "model.safetensors").is_file()
