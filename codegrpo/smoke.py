@@ -93,6 +93,18 @@ def check_import(module: str) -> dict:
     return {"module": module, "version": getattr(top, "__version__", None), "file": getattr(mod, "__file__", None)}
 
 
+def check_sandbox(section: Mapping[str, Any]) -> dict:
+    """Which isolation the sandbox gets on this node (bwrap namespaces or resource limits only, a private uid per
+    job or not); fails when ``sandbox.require_namespaces`` is set and namespaces are not available."""
+    from codegrpo.sandbox import bwrap
+    from codegrpo.sandbox.client import require_isolation
+
+    info = bwrap.sandbox_info()
+    require_isolation(section)
+    return {"mechanism": info.mechanism, "private_uid": info.private_uid, "reason": info.reason,
+            "require_namespaces": bool(section.get("require_namespaces"))}
+
+
 def check_tiny_model(out_dir: str, data_dir: str, hidden_size: int = 256, num_layers: int = 2,
                      vocab_size: int = 1024, seed: int = 0) -> dict:
     """The smoke's own inputs, offline and in seconds: the learning checks' toy task as verl RL parquet files
@@ -339,6 +351,7 @@ def plan_checks(cfg: Mapping[str, Any], *, decompile_data: str, out_dir: str | o
               t["imports"]),
         Check("import_vllm", "codegrpo.smoke:check_import", {"module": "vllm"}, t["imports"]),
         Check("import_flash_attn", "codegrpo.smoke:check_import", {"module": "flash_attn"}, t["imports"]),
+        Check("sandbox", "codegrpo.smoke:check_sandbox", {"section": dict(cfg.get("sandbox") or {})}, 60.0),
         Check("vllm_engine", "codegrpo.smoke:check_vllm_engine", {"model_dir": model, "gpu_memory_utilization": mem},
               t["vllm_engine"]),
         Check("embedding_server", "codegrpo.smoke:check_embedding_server",

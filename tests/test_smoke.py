@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from codegrpo import smoke
+from codegrpo.config import load_config
 from codegrpo.smoke import Check, CheckResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,7 +91,7 @@ def test_verl_workers_import_and_run_smoke_writes_the_report(tmp_path):
 def test_plan_of_the_paper_config(paper, tmp_path):
     checks = smoke.plan_checks(paper, decompile_data="d.json", out_dir=tmp_path / "smoke", logs_dir=tmp_path / "logs")
     assert [c.name for c in checks] == ["tiny_model", "import_verl_workers", "import_vllm", "import_flash_attn",
-                                        "vllm_engine", "embedding_server", "grpo_vllm", "eval_vllm"]
+                                        "sandbox", "vllm_engine", "embedding_server", "grpo_vllm", "eval_vllm"]
     by = {c.name: c for c in checks}
     assert by["tiny_model"].kwargs["hidden_size"] == 256  # head size 64
     assert by["grpo_vllm"].kwargs["train"] == str(tmp_path / "smoke" / "toy" / "toy.train.parquet")
@@ -178,3 +179,26 @@ def test_grpo_check_glue_in_verl_cpu_mode(local, tmp_path):
     assert res.status == "ok", (res.error, res.detail.get("traceback", "")[-2000:])
     assert res.detail["steps"] == 2 and Path(res.detail["hf"], "config.json").is_file()
     assert any(k.startswith("critic/score") for k in res.detail["last_step"])
+
+
+def test_sandbox_check_says_which_isolation_runs():
+    got = smoke.check_sandbox({})
+    assert got["mechanism"] in ("bwrap", "rlimits") and isinstance(got["private_uid"], bool) and got["reason"]
+    assert got["require_namespaces"] is False
+
+
+def test_required_namespaces_refuse_a_sandbox_without_them(monkeypatch):
+    """sandbox.require_namespaces (paper config): without bwrap's namespaces the smoke check fails and no sandbox
+    starts, naming the key; without the requirement the fallback runs and the check says so."""
+    from codegrpo.sandbox import bwrap
+    from codegrpo.sandbox.client import make_sandbox
+    from codegrpo.sandbox.types import SandboxError
+
+    monkeypatch.setattr(bwrap, "_INFO", None)  # detect again, forced to the fallback (as where bwrap is missing)
+    monkeypatch.setenv("CODEGRPO_SANDBOX_MECHANISM", "rlimits")
+    with pytest.raises(SandboxError, match=r"sandbox\.require_namespaces is true.*rlimits only"):
+        smoke.check_sandbox({"require_namespaces": True})
+    with pytest.raises(SandboxError, match=r"apt-get install bubblewrap"):
+        make_sandbox(1, {"require_namespaces": True})
+    assert smoke.check_sandbox({"require_namespaces": False})["mechanism"] == "rlimits"
+    assert load_config(REPO / "config" / "paper.yaml", check_files=False)["sandbox"]["require_namespaces"] is True

@@ -551,9 +551,23 @@ def default_sandbox() -> Sandbox:
         return _DEFAULT
 
 
+def require_isolation(section: Mapping | None) -> None:
+    """With ``sandbox.require_namespaces``, refuse to run model-written code without bwrap's namespaces."""
+    if not (section or {}).get("require_namespaces"):
+        return
+    info = bwrap.sandbox_info()
+    if info.mechanism != "bwrap":
+        raise SandboxError(f"sandbox.require_namespaces is true, but this machine's sandbox would run with "
+                           f"{info.mechanism} only ({info.reason}); install bubblewrap (Debian/Ubuntu: apt-get install "
+                           f"bubblewrap) and allow unprivileged user namespaces, or set sandbox.require_namespaces: "
+                           f"false to accept resource limits only")
+
+
 def make_sandbox(workers: int = 1, limits: Mapping | None = None) -> Sandbox:
     """The one way to build a sandbox from config: a fork-server pool of ``workers`` supervisors with the
-    ``sandbox`` config section's limits (unknown keys, such as ``workers``, are ignored)."""
+    ``sandbox`` config section's limits (unknown keys, such as ``workers``, are ignored); refused without
+    namespaces when the section has ``require_namespaces`` (:func:`require_isolation`)."""
+    require_isolation(limits)
     return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, int(workers)))
 
 
