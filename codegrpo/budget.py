@@ -529,9 +529,40 @@ def eval_memory(spec: ModelSpec, ev: Mapping, max_new_tokens: int, gpu_gb: float
     return out
 
 
+# Problems per code-generation benchmark (the published releases the config names); kodcode_heldout comes from
+# the config (budget.expected_rows.dhrcl x data.kodcode.heldout_fraction). LiveCodeBench v6 counts every problem
+# of the release (the configured date window takes fewer): an upper bound.
+EVAL_PROBLEMS = {"humaneval": 164, "humaneval_plus": 164, "mbpp_plus": 378, "bigcodebench_full": 1140,
+                 "bigcodebench_hard": 148, "livecodebench": 1055}
+DECOMPILE_TASKS = 164 * 4  # per benchmark: 164 functions x 4 optimisation levels (HumanEval- and MBPP-Decompile)
+
+
+def eval_gpu_hours(spec: ModelSpec, generated_tokens: float, prompt_tokens: float, cfg: Mapping) -> float:
+    """GPU-hours of generating ``generated_tokens`` after ``prompt_tokens`` of prompts: 2 Ψ FLOPs per token at
+    the rollout's utilisation (decoding is memory-bound; prefill counted at the same rate, an upper bound)."""
+    flops = 2.0 * spec.params * (generated_tokens + prompt_tokens)
+    return flops / (THROUGHPUT.rollout_mfu * gpu_peak_tflops(cfg) * 1e12) / 3600.0
+
+
+def _codegen_tokens(cfg: Mapping, gen: Mapping) -> tuple[float, float]:
+    """(generated, prompt) token upper bounds of one run's code-generation job: every benchmark's problems x
+    samples, each response at max_new_tokens, each prompt at evaluate.max_prompt_tokens."""
+    n = int(gen.get("n_samples") or 1)
+    heldout = ((cfg.get("budget") or {}).get("expected_rows") or {}).get("dhrcl") or 0
+    frac = float(((cfg.get("data") or {}).get("kodcode") or {}).get("heldout_fraction") or 0.0)
+    sizes = dict(EVAL_PROBLEMS, kodcode_heldout=int(heldout * frac))
+    problems = sum(sizes.get(b, 0) for b in gen.get("benchmarks") or [])
+    limit = gen.get("limit")
+    if limit:
+        problems = min(problems, int(limit) * len(gen.get("benchmarks") or []))
+    return (problems * n * int(gen.get("max_new_tokens", 512)),
+            problems * n * int((cfg.get("evaluate") or {}).get("max_prompt_tokens") or 0))
+
+
 def plan_eval_jobs(cfg: Mapping) -> list[dict]:
     """The GPU evaluation jobs (vLLM back-end): one code-generation job per DHRCL run, one decompilation job per
-    system (skeleton then skin, one engine at a time). Memory only; their GPU-hours are not estimated."""
+    system (skeleton then skin, one engine at a time): memory and GPU-hours (:func:`eval_gpu_hours`, from token
+    upper bounds: every response at its maximum length)."""
     ev = cfg.get("evaluate") or {}
     if cfg["device"] == "cpu" or ev.get("backend") == "transformers" or not ev.get("vllm"):
         return []
@@ -548,14 +579,23 @@ def plan_eval_jobs(cfg: Mapping) -> list[dict]:
             init = r["init"] if r else d.get("init", "base")
             spec = model_spec(cfg, init)
             if spec:
+                generated, prompts = _codegen_tokens(cfg, gen)
                 jobs.append({"job": f"eval_codegen {run}", "model": cfg["model"]["base"] if init == "base" else init,
-                             "memory": eval_memory(spec, ev, int(gen.get("max_new_tokens", 512)), gpu_gb)})
+                             "memory": eval_memory(spec, ev, int(gen.get("max_new_tokens", 512)), gpu_gb),
+                             "generated_tokens": generated,
+                             "gpu_hours": eval_gpu_hours(spec, generated, prompts, cfg)})
     dec = ev.get("decompile") or {}
     spec = model_spec(cfg, "base")
     if dec.get("systems") and spec:
         m = eval_memory(spec, ev, int(dec.get("max_new_tokens", 512)), gpu_gb)
+        benchmarks = 1 + int(bool((dec.get("mbpp") or {}).get("enabled")))
         for s in dec["systems"]:
-            jobs.append({"job": f"eval_decompile_system {s['name']}", "model": cfg["model"]["base"], "memory": m})
+            phases = 2 if s.get("skin") else 1  # skeleton, then skin on its output
+            tasks = DECOMPILE_TASKS * benchmarks * phases
+            generated = tasks * int(dec.get("max_new_tokens", 512))
+            prompts = tasks * int(ev.get("max_prompt_tokens") or 0)
+            jobs.append({"job": f"eval_decompile_system {s['name']}", "model": cfg["model"]["base"], "memory": m,
+                         "generated_tokens": generated, "gpu_hours": eval_gpu_hours(spec, generated, prompts, cfg)})
     return jobs
 
 
@@ -567,9 +607,11 @@ def build_budget(cfg: Mapping, *, use_files: bool = True) -> dict:
     disk = sum(j.get("disk_gb") or 0.0 for j in jobs)
     hours = sum(j.get("gpu_hours") or 0.0 for j in jobs)
     quota = (cfg.get("cluster") or {}).get("scratch_quota")
+    evals = plan_eval_jobs(cfg)
     out = {"device": cfg["device"], "gpu_memory_gb": gpu_gb, "gpu_memory_source": gpu_source,
-           "scratch_quota_gb": quota, "jobs": jobs, "eval_jobs": plan_eval_jobs(cfg),
+           "scratch_quota_gb": quota, "jobs": jobs, "eval_jobs": evals,
            "totals": {"jobs": len(jobs), "disk_gb": disk, "gpu_hours": hours,
+                      "eval_gpu_hours": sum(e.get("gpu_hours") or 0.0 for e in evals),
                       "steps": sum(j.get("total_steps") or 0 for j in jobs)},
            "memory_model": dataclasses.asdict(MEMORY), "throughput_model": dataclasses.asdict(THROUGHPUT)}
     out["problems"] = budget_problems(out)
@@ -657,7 +699,8 @@ def budget_markdown(budget: Mapping, *, command: str | None = None) -> str:
     t = budget["totals"]
     lines += ["", f"Totals: {t['jobs']} training jobs, {t['steps']} steps, about {t['disk_gb']:.0f} GB on disk once "
                   f"every job has run (checkpoints kept + exported models), about {t['gpu_hours']:.0f} GPU-hours of "
-                  f"training.", ""]
+                  f"training" + (f" and at most {t['eval_gpu_hours']:.0f} of evaluation" if t.get("eval_gpu_hours")
+                                  else "") + ".", ""]
     rl = [j for j in budget["jobs"] if j.get("memory") and j["kind"] == "rl"]
     if rl:
         lines += ["Memory per GPU (GB) of each distinct RL plan:", "",
@@ -679,14 +722,17 @@ def budget_markdown(budget: Mapping, *, command: str | None = None) -> str:
         lines.append("")
     ev = budget.get("eval_jobs") or []
     if ev:
-        lines += ["Evaluation jobs (vLLM, one engine at a time; memory only, GPU-hours not estimated):", "",
-                  "| job | model | weights GB / TP rank | engine GB | KV cache tokens | max_model_len | fits |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["Evaluation jobs (vLLM, one engine at a time; GPU-hours from upper bounds: every response at its "
+                  "maximum length, prompts at evaluate.max_prompt_tokens):", "",
+                  "| job | model | weights GB / TP rank | engine GB | KV cache tokens | max_model_len | fits | "
+                  "generated tokens (max) | GPU-hours (max) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for e in ev:
             m = e["memory"]
             fits = {True: "yes", False: "**NO**", None: "–"}[m.get("fits")]
             lines.append(f"| {e['job']} | {e['model']} | {m['weights_gb']:.1f} | {_f(m.get('engine_gb'))} | "
-                         f"{_f(m.get('kv_cache_tokens'), '{:d}')} | {m['max_model_len']} | {fits} |")
+                         f"{_f(m.get('kv_cache_tokens'), '{:d}')} | {m['max_model_len']} | {fits} | "
+                         f"{_f(e.get('generated_tokens'), '{:.3g}')} | {_f(e.get('gpu_hours'))} |")
         lines.append("")
     if budget["problems"]:
         lines += ["## Problems (the plan is refused)", ""] + [f"- {p}" for p in budget["problems"]] + [""]

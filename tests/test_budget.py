@@ -353,3 +353,25 @@ def test_evaluation_engine_memory_by_hand_and_refused_when_a_sequence_does_not_f
     small = budget.build_budget(_cfg(paper_cfg, tmp_path, **{"cluster.gpu_memory_gb": 24}))
     assert any(p.startswith("eval_codegen dhrcl-Qwen3-14B-full-seed0:")
                and "evaluate.vllm.gpu_memory_utilization" in p for p in small["problems"])
+
+
+def test_evaluation_gpu_hours_by_hand(paper):
+    """A run's code-generation job: problems x samples x max_new_tokens generated after prompts of
+    max_prompt_tokens, at 2 Psi FLOPs per token and the rollout MFU; a decompilation system with a skin model
+    runs two phases on 164 x 4 tasks of each enabled benchmark."""
+    cfg = copy.deepcopy(paper)
+    gen = cfg["evaluate"]["codegen"]
+    gen.update(benchmarks=["humaneval", "bigcodebench_hard"], n_samples=2, max_new_tokens=100, limit=None)
+    cfg["evaluate"]["max_prompt_tokens"] = 50
+    generated, prompts = budget._codegen_tokens(cfg, gen)
+    assert (generated, prompts) == ((164 + 148) * 2 * 100, (164 + 148) * 2 * 50)
+    spec = budget.KNOWN_MODELS["Qwen/Qwen3-8B"]
+    peak = budget.gpu_peak_tflops(cfg) * 1e12
+    want = 2 * spec.params * (generated + prompts) / (budget.THROUGHPUT.rollout_mfu * peak) / 3600
+    assert budget.eval_gpu_hours(spec, generated, prompts, cfg) == pytest.approx(want)
+    jobs = {e["job"]: e for e in budget.plan_eval_jobs(cfg)}
+    assert jobs["eval_codegen dhrcl-Qwen3-8B-full-seed0"]["gpu_hours"] == pytest.approx(want)
+    full = jobs["eval_decompile_system full"]  # skeleton + skin, HumanEval- and MBPP-Decompile
+    assert full["generated_tokens"] == 164 * 4 * 2 * 2 * cfg["evaluate"]["decompile"]["max_new_tokens"]
+    b = budget.build_budget(cfg, use_files=False)
+    assert b["totals"]["eval_gpu_hours"] == pytest.approx(sum(e["gpu_hours"] for e in b["eval_jobs"]))
