@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,14 @@ def load_config(
     if check_files:
         check_input_files(cfg, str(path), base_dir)
     return cfg
+
+
+def merge_layers(base: dict, layer: Mapping) -> dict:
+    """Snakemake's merge of config files into ``base`` (in place, returned): mappings key by key, recursively;
+    anything else (lists included) replaced by the later file's value."""
+    for key, val in layer.items():
+        if isinstance(val, Mapping) and isinstance(base.get(key), dict):
+            merge_layers(base[key], val)
+        else:
+            base[key] = val
+    return base

@@ -91,13 +91,12 @@ def test_site_example_is_a_valid_layer_over_the_paper_config():
     """site.yaml.example, merged key by key over config/paper.yaml as Snakemake merges config files, validates,
     and its stages resolve to SLURM requests (whole nodes for training, the CPU partition for CPU jobs)."""
     from codegrpo.cluster.resources import stage_resources
-    from codegrpo.cluster.shape import _deep_merge
-    from codegrpo.config import validate_config
+    from codegrpo.config import merge_layers, validate_config
 
     paper = yaml.safe_load((REPO_ROOT / "config" / "paper.yaml").read_text())
     site = yaml.safe_load((REPO_ROOT / "site.yaml.example").read_text())
     site["cluster"]["cpu_partition"] = "cpu"
-    cfg = validate_config(_deep_merge(paper, site), "config/paper.yaml + site.yaml.example")
+    cfg = validate_config(merge_layers(paper, site), "config/paper.yaml + site.yaml.example")
     assert stage_resources(cfg, "skeleton_rl")["slurm_extra"] == "--exclusive"
     assert stage_resources(cfg, "data")["slurm_partition"] == "cpu"
     assert stage_resources(cfg, "evaluate")["slurm_partition"] == "gpu"

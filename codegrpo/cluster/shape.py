@@ -139,15 +139,6 @@ def check_config(cfg: Mapping, nodes: Iterable[Node], stages: Iterable[str] = ST
     return out
 
 
-def _deep_merge(base: dict, over: Mapping) -> dict:
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
-            _deep_merge(base[k], v)
-        else:
-            base[k] = v
-    return base
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m codegrpo.cluster check --configfile config/paper.yaml site.yaml [--sinfo-file F]``: print
     every stage's request against the cluster's nodes; exit 1 when a stage cannot be scheduled."""
@@ -156,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import yaml
 
-    from codegrpo.config import validate_config
+    from codegrpo.config import merge_layers, validate_config
 
     ap = argparse.ArgumentParser(prog="python -m codegrpo.cluster check", description=main.__doc__)
     ap.add_argument("--configfile", nargs="+", required=True, help="config files, later ones over earlier ones")
@@ -165,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg: dict = {}
     for path in args.configfile:
         with open(path, encoding="utf-8") as fh:
-            _deep_merge(cfg, yaml.safe_load(fh) or {})
+            merge_layers(cfg, yaml.safe_load(fh) or {})
     validate_config(cfg, " + ".join(args.configfile))
     if args.sinfo_file:
         with open(args.sinfo_file, encoding="utf-8") as fh:

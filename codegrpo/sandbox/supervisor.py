@@ -137,6 +137,46 @@ def _reap() -> None:
         _REAPED[pid] = status
 
 
+def _collect(pid: int, status: int | None, default: int | None) -> int | None:
+    """``status`` when already known, else the child's wait status (one reaped earlier: ``_REAPED``, or
+    ``default``)."""
+    if status is not None:
+        return status
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return _REAPED.pop(pid, default)
+
+
+def _outcome(status: int, lim: dict, dt: float) -> tuple[int | None, int | None, bool]:
+    """(exit code, signal, out of CPU) of a job's wait status: SIGXCPU, or SIGKILL once its CPU limit is spent."""
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status), None, False
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return None, sig, sig == signal.SIGXCPU or (sig == signal.SIGKILL and _cpu_exhausted(lim, dt))
+    return None, None, False
+
+
+def _kill_uid(uid: int, pids) -> None:
+    """SIGKILL every process of ``uid``: ``kill(-1)`` from a child that became that uid (it reaches exactly that
+    uid's processes), then each of ``pids`` directly."""
+    killer = os.fork()
+    if killer == 0:
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(killer, 0)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def _kill_job(uid: int | None, pgid: int) -> None:
     """Kill every process of the job: by private uid when there is one, else its process group / PID ns."""
     for _ in range(200):
@@ -146,20 +186,7 @@ def _kill_job(uid: int | None, pgid: int) -> None:
             if not pids:
                 _reap()
                 return
-            killer = os.fork()
-            if killer == 0:  # kill(-1) as the job uid reaches exactly that uid's processes
-                try:
-                    os.setgid(uid)
-                    os.setuid(uid)
-                    os.kill(-1, signal.SIGKILL)
-                finally:
-                    os._exit(0)
-            os.waitpid(killer, 0)
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _kill_uid(uid, pids)
         elif os.environ.get("CODEGRPO_SANDBOX_PIDNS") == "1" and os.getppid() == 1 and os.getpid() < 16:
             # Alone in a private PID namespace (under bwrap's init): everything else there is the job's.
             try:
@@ -191,20 +218,7 @@ def _kill_jobs(parts: list[tuple[int | None, int]]) -> None:
             _reap()
             return
         for uid, pids in live.items():
-            killer = os.fork()
-            if killer == 0:  # kill(-1) as the job uid reaches exactly that uid's processes
-                try:
-                    os.setgid(uid)
-                    os.setuid(uid)
-                    os.kill(-1, signal.SIGKILL)
-                finally:
-                    os._exit(0)
-            os.waitpid(killer, 0)
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _kill_uid(uid, pids)
         _reap()
         time.sleep(0.005)
 
@@ -320,20 +334,11 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
     if pidfd is not None:
         os.close(pidfd)
     _kill_job(uid, pid)
-    if status is None:
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            status = _REAPED.pop(pid, signal.SIGKILL)
+    status = _collect(pid, status, signal.SIGKILL)
     _REAPED.clear()
     dt = time.monotonic() - t0
-    rc = sig = None
-    if os.WIFEXITED(status):
-        rc = os.WEXITSTATUS(status)
-    elif os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and _cpu_exhausted(lim, dt)):
-            timed_out = True
+    rc, sig, out_of_cpu = _outcome(status, lim, dt)
+    timed_out = timed_out or out_of_cpu
     out_limit = int(lim["output_bytes"])
     res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
            "stdout": _read_text(out_path, out_limit), "stderr": _read_text(err_path, out_limit)}
@@ -456,25 +461,13 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
         cand_status = _REAPED.pop(cand, None)
     early = cand_status is not None  # the solution's process ended before the job's end
     _kill_jobs(pids)
-    if status is None:
-        try:
-            _, status = os.waitpid(runner, 0)
-        except ChildProcessError:
-            status = _REAPED.pop(runner, signal.SIGKILL)
-    if cand_status is None:  # it may have been exiting when the runner finished: keep a status not of our kill
-        try:
-            _, cand_status = os.waitpid(cand, 0)
-        except ChildProcessError:
-            cand_status = _REAPED.pop(cand, None)
+    status = _collect(runner, status, signal.SIGKILL)
+    # the solution may have been exiting when the runner finished: keep a status not of our kill
+    cand_status = _collect(cand, cand_status, None)
     _REAPED.clear()
     dt = time.monotonic() - t0
-    rc = sig = None
-    if os.WIFEXITED(status):
-        rc = os.WEXITSTATUS(status)
-    elif os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and _cpu_exhausted(lim, dt)):
-            timed_out = True
+    rc, sig, out_of_cpu = _outcome(status, lim, dt)
+    timed_out = timed_out or out_of_cpu
     if (cand_status is not None and os.WIFSIGNALED(cand_status) and sig is None
             and (early or os.WTERMSIG(cand_status) != signal.SIGKILL)):
         sig, rc = os.WTERMSIG(cand_status), None  # the solution's process was ended by a limit (SIGXCPU ...)

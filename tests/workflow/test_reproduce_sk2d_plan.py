@@ -10,19 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from codegrpo.config import validate_config
+from codegrpo.config import merge_layers, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _merge(base: dict, layer: dict) -> dict:
-    """Snakemake's merge of config files: mappings key by key, recursively; anything else replaced."""
-    for key, val in layer.items():
-        if isinstance(val, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], val)
-        else:
-            base[key] = val
-    return base
 
 
 def _dry_run(snakemake_bin, tmp_path, *configfiles, target="evaluate"):
@@ -32,7 +22,7 @@ def _dry_run(snakemake_bin, tmp_path, *configfiles, target="evaluate"):
 
 
 def test_reproduction_layer_plans_only_the_sk2decompile_evaluation(snakemake_bin, tmp_path):
-    cfg = _merge(yaml.safe_load((REPO / "config/paper.yaml").read_text()),
+    cfg = merge_layers(yaml.safe_load((REPO / "config/paper.yaml").read_text()),
                  yaml.safe_load((REPO / "config/reproduce_sk2d.yaml").read_text()))
     validate_config(cfg, "paper + reproduce_sk2d")
     assert cfg["sft"]["import"] == {"skeleton": "LLM4Binary/sk2decompile-struct-6.7b",
