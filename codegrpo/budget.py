@@ -551,10 +551,8 @@ def _codegen_tokens(cfg: Mapping, gen: Mapping) -> tuple[float, float]:
     heldout = ((cfg.get("budget") or {}).get("expected_rows") or {}).get("dhrcl") or 0
     frac = float(((cfg.get("data") or {}).get("kodcode") or {}).get("heldout_fraction") or 0.0)
     sizes = dict(EVAL_PROBLEMS, kodcode_heldout=int(heldout * frac))
-    problems = sum(sizes.get(b, 0) for b in gen.get("benchmarks") or [])
-    limit = gen.get("limit")
-    if limit:
-        problems = min(problems, int(limit) * len(gen.get("benchmarks") or []))
+    limit = int(gen.get("limit") or 0)
+    problems = sum(min(sizes.get(b, 0), limit) if limit else sizes.get(b, 0) for b in gen.get("benchmarks") or [])
     return (problems * n * int(gen.get("max_new_tokens", 512)),
             problems * n * int((cfg.get("evaluate") or {}).get("max_prompt_tokens") or 0))
 

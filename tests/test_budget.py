@@ -365,6 +365,8 @@ def test_evaluation_gpu_hours_by_hand(paper):
     cfg["evaluate"]["max_prompt_tokens"] = 50
     generated, prompts = budget._codegen_tokens(cfg, gen)
     assert (generated, prompts) == ((164 + 148) * 2 * 100, (164 + 148) * 2 * 50)
+    # evaluate.codegen.limit caps each benchmark's problems
+    assert budget._codegen_tokens(cfg, dict(gen, limit=150))[0] == (150 + 148) * 2 * 100
     spec = budget.KNOWN_MODELS["Qwen/Qwen3-8B"]
     peak = budget.gpu_peak_tflops(cfg) * 1e12
     want = 2 * spec.params * (generated + prompts) / (budget.THROUGHPUT.rollout_mfu * peak) / 3600

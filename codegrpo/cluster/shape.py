@@ -186,10 +186,10 @@ def check_jobs(jobs: Iterable[tuple[str, Mapping]], nodes: list[Node] | None = N
         nodes = read_nodes()
         if nodes is None:
             return []
+    keys = ("slurm_partition", "nodes", "tasks", "cpus_per_task", "mem_mb", "gpu", "gpu_model", "gres")
     seen: dict[tuple, list[str]] = {}
     out = []
     for rule, res in jobs:
-        keys = ("slurm_partition", "nodes", "tasks", "cpus_per_task", "mem_mb", "gpu", "gpu_model", "gres")
         sig = (rule, *(res.get(k) for k in keys))
         if sig in seen:
             continue

@@ -137,6 +137,14 @@ def _reap() -> None:
         _REAPED[pid] = status
 
 
+def _setup_failed(exc: BaseException) -> None:
+    """In a job's child before exec / its body: say on its stderr why the setup failed (best effort)."""
+    try:
+        os.write(2, f"sandbox job setup failed: {exc!r}\n".encode())
+    except OSError:
+        pass
+
+
 def _collect(pid: int, status: int | None, default: int | None) -> int | None:
     """``status`` when already known, else the child's wait status (one reaped earlier: ``_REAPED``, or
     ``default``)."""
@@ -305,10 +313,7 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
             else:
                 raise ValueError(f"unknown step kind {step['kind']!r}")
         except BaseException as exc:  # noqa: BLE001
-            try:
-                os.write(2, f"sandbox job setup failed: {exc!r}\n".encode())
-            except OSError:
-                pass
+            _setup_failed(exc)
         os._exit(code)
     # ---- supervisor: wait with a wall-clock limit ----
     timed_out = False
@@ -393,10 +398,7 @@ def _fork_part(uid: int | None, lim: dict, cwd: str, fds: dict[int, int], env: d
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException as exc:  # noqa: BLE001
-        try:
-            os.write(2, f"sandbox job setup failed: {exc!r}\n".encode())
-        except OSError:
-            pass
+        _setup_failed(exc)
     os._exit(code)
 
 
