@@ -262,11 +262,12 @@ def fit_solutions(model_dir: str | os.PathLike, pairs: Sequence[Mapping[str, str
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from codegrpo.models import atomic_dir
+    from codegrpo.models import atomic_dir, model_init
 
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=torch.float32)
+    with model_init():
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=torch.float32)
     seqs, prompts = [], []
     for p in pairs:
         prompt_ids = tok.apply_chat_template([{"role": "user", "content": p["prompt"]}], add_generation_prompt=True,

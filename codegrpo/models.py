@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -37,6 +38,41 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 ARCHS = ("qwen2", "qwen3")
+
+# Building or loading a model runs under process-global patches: accelerate's ``init_empty_weights`` (used by
+# ``from_pretrained`` and by verl's model merger) swaps ``nn.Module.register_parameter`` and restores the value it
+# saved on entry; transformers' ``no_init_weights`` swaps the ``torch.nn.init`` functions. Two threads of one
+# process inside those blocks at once can leave the patch behind for good: every later model of the process then
+# lands on the meta device. Every in-process model construction in the project holds this lock.
+_MODEL_INIT_LOCK = threading.RLock()
+
+
+class ModelInitError(RuntimeError):
+    """The process's torch module construction is patched (a model was built elsewhere without the lock)."""
+
+
+def check_torch_init_intact() -> None:
+    """Raise :class:`ModelInitError` when ``nn.Module``'s parameter/buffer registration is not torch's own."""
+    import torch
+
+    for name in ("register_parameter", "register_buffer"):
+        fn = getattr(torch.nn.Module, name)
+        if getattr(fn, "__qualname__", "") != f"Module.{name}":
+            raise ModelInitError(
+                f"torch.nn.Module.{name} is replaced by {getattr(fn, '__module__', '?')}."
+                f"{getattr(fn, '__qualname__', fn)!r} after a model was built: a model construction ran without "
+                "codegrpo.models.model_init() in another thread; later models of this process would land on the "
+                "meta device")
+
+
+@contextlib.contextmanager
+def model_init() -> Iterator[None]:
+    """Hold while building, loading or merging a model in this process (one at a time, see above); checks on
+    the way in and out that no patch was left behind."""
+    with _MODEL_INIT_LOCK:
+        check_torch_init_intact()
+        yield
+        check_torch_init_intact()
 
 
 class CheckpointError(RuntimeError):
@@ -145,7 +181,8 @@ def build_tiny_model(
     tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
     cfg = tiny_config(arch, tokenizer, hidden_size, num_layers, max_position_embeddings)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    with model_init():
+        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
     )
@@ -168,7 +205,8 @@ def load_model(path: str | os.PathLike, device: str = "cpu"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path)).to(device)
+    with model_init():
+        model = AutoModelForCausalLM.from_pretrained(str(path)).to(device)
     return model, tok
 
 
@@ -207,7 +245,8 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: st
         if is_fsdp_actor_dir(src):
             from codegrpo.verl.checkpoints import merge_fsdp_actor
 
-            merge_fsdp_actor(src, tmp)
+            with model_init():
+                merge_fsdp_actor(src, tmp)
         elif is_hf_dir(src) and any(src.glob("*.safetensors")) and not any(src.glob("pytorch_model*.bin")):
             # already safetensors (what verl's SFT trainer writes): copy the files, no reload of a large model
             for item in src.iterdir():
@@ -216,7 +255,8 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: st
         elif is_hf_dir(src):
             from transformers import AutoModelForCausalLM
 
-            model = AutoModelForCausalLM.from_pretrained(str(src), torch_dtype="auto")
+            with model_init():
+                model = AutoModelForCausalLM.from_pretrained(str(src), torch_dtype="auto")
             model.save_pretrained(tmp, safe_serialization=True)
         else:
             raise CheckpointError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import torch
@@ -12,6 +13,8 @@ from codegrpo.models import (
     build_tiny_model,
     export_hf,
     import_checkpoint,
+    ModelInitError,
+    check_torch_init_intact,
     is_hf_dir,
     load_model,
 )
@@ -117,3 +120,50 @@ def test_export_hf_copies_safetensors_folder(tiny, tmp_path):
     assert (dst / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
     m2, t2 = load_model(dst)
     assert torch.equal(m2.lm_head.weight, model.lm_head.weight) and t2.eos_token == tok.eos_token
+
+
+def test_models_built_in_parallel_threads_stay_real(tiny, tmp_path):
+    """Threads that load, export and build models at once (as the learning check's parallel runs export theirs)
+    leave torch's module construction intact: accelerate's ``init_empty_weights`` patches
+    ``nn.Module.register_parameter`` process-wide, and overlapping blocks used to leave the patch behind, after
+    which every model of the process was built on the meta device (CI: "Cannot copy out of meta tensor")."""
+    model, _ = load_model(tiny)
+    src = tmp_path / "bin"
+    model.save_pretrained(src, safe_serialization=False)  # the from_pretrained export path
+    start = threading.Barrier(3)
+    errors = []
+
+    def work(i):
+        try:
+            start.wait()
+            for j in range(4):
+                export_hf(src, tmp_path / f"hf{i}_{j}", tokenizer_from=tiny)
+                load_model(tmp_path / f"hf{i}_{j}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    check_torch_init_intact()
+    fresh, _ = load_model(tmp_path / "hf0_3")
+    assert {p.device.type for p in fresh.parameters()} == {"cpu"}
+    assert torch.equal(fresh.model.norm.weight, model.model.norm.weight)
+
+
+def test_a_leaked_construction_patch_is_named(tmp_path, corpus):
+    """A patch left by a construction outside the lock is an error naming it, not models on the meta device."""
+    from accelerate import init_empty_weights
+
+    ctx = init_empty_weights()
+    ctx.__enter__()  # what an interleaved second thread leaves behind
+    try:
+        with pytest.raises(ModelInitError, match="register_parameter is replaced by accelerate"):
+            build_tiny_model(tmp_path / "t", corpus[:5], vocab_size=300)
+    finally:
+        ctx.__exit__(None, None, None)
+    assert not (tmp_path / "t").exists()
+    check_torch_init_intact()

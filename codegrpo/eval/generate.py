@@ -82,7 +82,10 @@ class HFGenerator:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         dtype = torch.float32 if device == "cpu" else torch.bfloat16
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, torch_dtype=dtype).to(device)
+        from codegrpo.models import model_init
+
+        with model_init():
+            self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, torch_dtype=dtype).to(device)
         self.model.eval()
         self._torch = torch
 

@@ -335,7 +335,10 @@ def load_local_model(path: str = "", device: str = "cpu", sha256: str = ""):
         verify_sha256(weights, expected)
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(path), device=device, local_files_only=True)
+    from codegrpo.models import model_init
+
+    with model_init():
+        return SentenceTransformer(str(path), device=device, local_files_only=True)
 
 
 class LocalBackend:
