@@ -12,7 +12,7 @@ C built-in types stay. A word inside a string or character literal of the pseudo
 make a name visible.
 
 Identifiers are found and classified with the same tree-sitter-c rules as the skin reward
-(:func:`codegrpo.rewards.sk2d._classify`): ``type_identifier`` → type, ``field_identifier`` → field, an
+(:func:`codegrpo.rewards.sk2d.identifier_kind`): ``type_identifier`` → type, ``field_identifier`` → field, an
 ``identifier`` that is a function declarator's name or a call's callee → func, any other ``identifier`` →
 var. Functions and variables share C's ordinary namespace, so a name keeps the kind of its first
 appearance (a function pointer variable that is later called stays ``varN``).
@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from codegrpo.rewards.compile import c_parser
-from codegrpo.rewards.sk2d import _classify
+from codegrpo.rewards.sk2d import identifier_kind
 
 PLACEHOLDER = re.compile(r"^(func|type|var|field)\d+$")
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -73,7 +73,7 @@ def obfuscate(source: str, keep: set[str] | frozenset[str] = frozenset()) -> tup
     stack = [tree.root_node]
     while stack:
         node = stack.pop()
-        kind = _classify(node)
+        kind = identifier_kind(node)
         if kind is not None:
             nodes.append((node.start_byte, node.end_byte, kind, node.text.decode("utf8")))
         stack.extend(node.children)

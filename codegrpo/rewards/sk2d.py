@@ -150,8 +150,9 @@ KINDS = ("func", "type", "field", "var")
 CAP_PER_KIND = 64
 
 
-
-def _classify(node) -> str | None:
+def identifier_kind(node) -> str | None:
+    """The summary's kind of a tree-sitter C node (``type``, ``field``, ``func``, ``var``), or None when the node
+    is no identifier the summary counts; the obfuscator names what it hides with the same classes."""
     t = node.type
     if t == "type_identifier":
         return "type"
@@ -179,7 +180,7 @@ def extract_identifiers(code: str) -> dict[str, list[str]]:
     stack = [tree.root_node]
     while stack:
         node = stack.pop()
-        kind = _classify(node)
+        kind = identifier_kind(node)
         if kind is not None and len(found[kind]) < CAP_PER_KIND:
             found[kind].append(node.text.decode("utf8"))
         stack.extend(node.children)
