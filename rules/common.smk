@@ -8,6 +8,7 @@ from codegrpo import preflight as _preflight
 from codegrpo.cluster.resources import stage_resources as _stage_resources
 from codegrpo.cluster.shape import check_jobs as _check_jobs
 from codegrpo.cluster.resources import training_threads as _training_threads
+from codegrpo.verl.cpu import PipelineRay as _PipelineRay
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -55,8 +56,43 @@ def preflight_before_jobs():
         _preflight.raise_problems(_preflight.check_offline(config, os.environ))
 
 
+# One local Ray for every CPU training job of a local run (pipeline_ray; codegrpo.verl.cpu.PipelineRay): jobs
+# inherit its RAY_ADDRESS from this process and join it instead of each starting a Ray of its own.
+PIPELINE_RAY = _PipelineRay()
+RAY_TRAINING_RULES = {
+    "skeleton_rl_train",
+    "skin_rl_train",
+    "dhrcl_train",
+    "learning_direction",
+    "learning_curriculum",
+}
+
+
+def start_pipeline_ray():
+    executor = getattr(getattr(workflow, "executor_plugin", None), "name", None)
+    n_train = sum(
+        1 for j in workflow.dag.needrun_jobs() if j.rule.name in RAY_TRAINING_RULES
+    )
+    PIPELINE_RAY.start(
+        enabled=config["pipeline_ray"],
+        device=config["device"],
+        executor=executor,
+        n_training_jobs=n_train,
+        cores=workflow.cores,
+    )
+
+
 onstart:
     preflight_before_jobs()
+    start_pipeline_ray()
+
+
+onsuccess:
+    PIPELINE_RAY.stop()
+
+
+onerror:
+    PIPELINE_RAY.stop()
 
 
 def res(*parts):

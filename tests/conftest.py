@@ -119,21 +119,21 @@ CHAIN_OVERLAY = {"embedding": {"serve": True}}
 
 @pytest.fixture(scope="session")
 def cpu_chain(tmp_path_factory, snakemake_bin) -> CpuChain:
-    """The chain's GRPO jobs join one local Ray that lives as long as the chain."""
+    """The chain's GRPO jobs join the run's pipeline Ray (``pipeline_ray``: started in Snakemake's ``onstart``,
+    stopped at the end), the default pipeline's own path."""
     import yaml
 
     from codegrpo.config import load_config
     from codegrpo.services import free_port
-    from codegrpo.verl import cpu
 
     tmp = tmp_path_factory.mktemp("cpu_chain")
     overlay = {"results_dir": str(tmp / "results"), "logs_dir": str(tmp / "logs"), **CHAIN_OVERLAY}
     (tmp / "overlay.yaml").write_text(yaml.safe_dump(overlay))
     stale = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    with cpu.local_ray(1, export=False) as ray_env:
-        proc = subprocess.run([snakemake_bin, "--nolock", "--configfile", str(tmp / "overlay.yaml"), "-c2",
-                               "skin_rl"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500,
-                              env={**os.environ, **ray_env, "CODEGRPO_EMBEDDING_API_BASE": stale})
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    proc = subprocess.run([snakemake_bin, "--nolock", "--configfile", str(tmp / "overlay.yaml"), "-c2",
+                           "skin_rl"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500,
+                          env={**env, "CODEGRPO_EMBEDDING_API_BASE": stale})
     cfg = load_config(REPO_ROOT / "config.yaml", check_files=False)
     for key, value in overlay.items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value

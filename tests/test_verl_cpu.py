@@ -330,3 +330,23 @@ def test_ray_rehearsal_record_demands_workers_on_every_node(tmp_path):
     write_ray_rehearsal(tmp_path, record)
     saved = json.loads((tmp_path / RAY_REHEARSAL_FILE).read_text())
     assert saved["training_nodes"] == 2 and saved["training_workers"]["workers"] == two and "env" not in saved
+
+
+@pytest.mark.parametrize("plan,expect", [
+    ({}, 2),  # two training jobs, two cores
+    ({"n_training_jobs": 5}, 2),  # never more slots than cores
+    ({"n_training_jobs": 1}, 1),
+    ({"cores": None, "n_training_jobs": 3}, 1),
+    ({"n_training_jobs": 0}, 0),  # nothing trains: no Ray
+    ({"enabled": False}, 0),  # pipeline_ray: false
+    ({"device": "gpu"}, 0),
+    ({"executor": "slurm"}, 0),  # jobs on other nodes cannot join a Ray of the submit host
+])
+def test_pipeline_ray_slots(plan, expect, monkeypatch):
+    from codegrpo.verl.cpu import PipelineRay
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    full = {"enabled": True, "device": "cpu", "executor": "local", "n_training_jobs": 2, "cores": 2, **plan}
+    assert PipelineRay.slots(**full) == expect
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # a Ray to join exists already (tests, a SLURM job)
+    assert PipelineRay.slots(**full) == 0

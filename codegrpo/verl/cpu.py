@@ -170,6 +170,49 @@ def local_ray(n_gpus: int = 1, num_cpus: int | None = None, *, temp_base: str | 
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+class PipelineRay:
+    """One local CPU-mode Ray for every verl training job of a Snakemake run (``pipeline_ray: true``).
+
+    The Snakefile starts it in ``onstart`` (:meth:`start`, once the plan is known) and stops it in ``onsuccess`` /
+    ``onerror`` (:meth:`stop`; also at interpreter exit). While it runs, ``RAY_ADDRESS`` and its token are in the
+    Snakemake process's environment, which local jobs inherit: each training job joins it (:func:`ray_init_kwargs`
+    with ``address``) instead of paying a Ray start of its own. It starts only for device ``cpu`` under the local
+    executor, when the plan holds training jobs and no ``RAY_ADDRESS`` is set already; it announces one fake GPU per
+    training job that can run at once (the plan's training jobs, at most the run's cores): what each run's own Ray
+    would have announced for it (:func:`node_resources`), so what a job computes does not change."""
+
+    def __init__(self):
+        self._stack = contextlib.ExitStack()
+        self.env: dict[str, str] | None = None
+
+    @staticmethod
+    def slots(*, enabled: bool, device: str, executor: str | None, n_training_jobs: int, cores: int | None) -> int:
+        """Fake GPUs the pipeline's Ray announces; 0: no pipeline Ray (each job starts its own, or joins the
+        ``RAY_ADDRESS`` already set)."""
+        if not enabled or device != "cpu" or executor != "local" or n_training_jobs <= 0:
+            return 0
+        if os.environ.get("RAY_ADDRESS"):
+            return 0
+        return max(1, min(n_training_jobs, int(cores or 1)))
+
+    def start(self, **plan) -> dict | None:
+        n = self.slots(**plan)
+        if n == 0 or self.env is not None:
+            return None
+        import atexit
+        import logging
+
+        self.env = self._stack.enter_context(local_ray(n, export=True))
+        atexit.register(self.stop)
+        logging.getLogger(__name__).warning("pipeline Ray at %s (%d training slot%s) for this run's training jobs",
+                                            self.env["RAY_ADDRESS"], n, "" if n == 1 else "s")
+        return self.env
+
+    def stop(self) -> None:
+        self._stack.close()
+        self.env = None
+
+
 def is_applied() -> bool:
     return _applied
 

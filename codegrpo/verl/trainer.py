@@ -99,7 +99,11 @@ def record_workers(trainer, path) -> list[dict]:
     from codegrpo.io import write_json
 
     where = ray.get([w.__ray_call__.remote(_where) for w in trainer.actor_rollout_wg.workers])
-    write_json(path, {"world_size": len(where), "nodes": len({w["node_id"] for w in where}), "workers": where})
+    # which Ray: its GCS address (as Ray reports it: the node's IP, the port of the Ray the driver started or
+    # joined: the pipeline's local Ray, the tests' shared Ray, a SLURM job's cluster)
+    ray_info = {"gcs_address": ray.get_runtime_context().gcs_address}
+    write_json(path, {"world_size": len(where), "nodes": len({w["node_id"] for w in where}), "workers": where,
+                      "ray": ray_info})
     return where
 
 

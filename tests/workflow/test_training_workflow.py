@@ -108,3 +108,21 @@ def test_cpu_training_chain(cpu_chain):
     # the tiny tokenizer was trained on the run's own data
     meta = json.loads((cpu_chain.results / "models" / "tiny" / "tiny_model.json").read_text())
     assert meta["n_texts"] > 0
+
+
+def test_training_jobs_join_the_pipeline_ray(cpu_chain):
+    """pipeline_ray: one local Ray for the run (started in onstart, announced in Snakemake's log); both GRPO jobs
+    joined it (their workers.json names its GCS port) instead of starting one each; it is gone after the run."""
+    import re
+
+    cpu_chain.check()
+    started = re.findall(r"pipeline Ray at (127\.0\.0\.1:\d+) \((\d+) training slots?\)", cpu_chain.proc.stderr)
+    assert len(started) == 1, cpu_chain.proc.stderr[-3000:]
+    address, slots = started[0]
+    assert int(slots) == 2  # skeleton_rl_train and skin_rl_train, at most the run's 2 cores
+    port = address.rsplit(":", 1)[1]
+    for run in ("skeleton_rl", "skin_rl"):  # a Ray of the job's own would have another (random) port
+        gcs = json.loads((cpu_chain.runs / run / "workers.json").read_text())["ray"]["gcs_address"]
+        assert gcs.rsplit(":", 1)[1] == port, (run, gcs, address)
+    alive = subprocess.run(["pgrep", "-f", f"[-]-port={port}( |$)"], capture_output=True, text=True)
+    assert alive.stdout.strip() == "", "the pipeline's Ray outlived the run"
