@@ -15,3 +15,4 @@ test: setup
 lint: setup
 	.venv/bin/snakemake --lint
 	.venv/bin/snakefmt --check .
+	.venv/bin/ruff check .

@@ -30,7 +30,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from codegrpo.contracts import RL_STAGES
@@ -154,7 +154,7 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple]]:
     def unique(items):
         seen, out = set(), []
         for item in items:
-            key, ref = item[0], item[1]
+            ref = item[1]
             if ref not in seen and is_hub_id(ref, cfg):
                 seen.add(ref)
                 out.append(tuple(item))

@@ -20,7 +20,6 @@ is written by hand (see data/sk2decompile/PROVENANCE.md):
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile

@@ -12,7 +12,7 @@ import pytest
 from codegrpo.rewards import compute_score, compute_score_batch
 from codegrpo.rewards import sk2d
 from codegrpo.contracts import gcc_version
-from codegrpo.rewards.compile import compile_reference, gcc_major
+from codegrpo.rewards.compile import gcc_major
 from codegrpo.rewards.embedding import Embedder, EmbeddingSettings, LocalBackend
 
 GCC_MAJOR = gcc_major()

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from codegrpo.contracts import RL_STAGES
 
 PROJECT_CONFIG_DIR = Path(__file__).resolve().parent / "config"
 REWARD_ENTRY = Path(__file__).resolve().parent / "reward_entry.py"

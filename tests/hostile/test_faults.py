@@ -15,7 +15,6 @@ import http.server
 import json
 import math
 import os
-import resource
 import signal
 import subprocess
 import sys
