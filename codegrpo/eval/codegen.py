@@ -82,6 +82,7 @@ class SampleResult:
     detail: str = ""
     passed_base: bool | None = None  # EvalPlus suites: the base tests alone (``passed`` is base and plus)
     missing_libs: list | None = None  # BigCodeBench: libraries the job environment lacks (the task failed)
+    hack: str | None = None  # the harness guard that fired (then passed=False); docs/sandbox.md
 
 
 @dataclass
@@ -186,7 +187,7 @@ def _from_pytest(problem: Problem, sample: int, syntax_ok: bool, res) -> SampleR
     passed = bool(res.all_passed)
     detail = "" if passed else ("timeout" if res.timed_out else str(res.error or "")[-300:])
     return SampleResult(problem.problem_id, sample, syntax_ok, bool(res.executed), passed, int(res.passed),
-                        int(res.total), detail)
+                        int(res.total), detail, hack=getattr(res, "hack", None))
 
 
 SCORERS: dict[str, Callable[..., SampleResult]] = {
