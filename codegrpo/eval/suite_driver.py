@@ -225,7 +225,10 @@ def _connect(rpc, sock_fd: int, limit: float):
         return None, _short(exc)
     if "hello" not in first:
         err = first.get("import_error")
-        return None, err if isinstance(err, str) else "no answer from the solution"
+        if not isinstance(err, str):  # counted: the solution's side wrote into the socket itself
+            return None, _short(rpc.ProtocolError("the solution's first message is neither its names nor its "
+                                                  "import error"))
+        return None, err
     try:
         return rpc.solution_module(ep, first), None
     except rpc.ProtocolError as exc:
@@ -516,6 +519,38 @@ def run_tests(test, timeout):
 """
 
 
+def always_equal_classes(src: str) -> list[str]:
+    """Classes of a program whose ``__eq__`` returns the constant ``True`` (or ``__ne__`` the constant ``False``)
+    somewhere: the always-equal trick, which the BigCodeBench tests (run in the solution's process) cannot see.
+    A static check of the program as written (docs/sandbox.md: a program that builds such a class at run time
+    is not caught)."""
+    import ast
+
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for fn in cls.body:
+            if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("__eq__", "__ne__")):
+                continue
+            want = fn.name == "__eq__"
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Return) and isinstance(node.value, ast.Constant)
+                        and node.value.value is want):
+                    found.append(cls.name)
+        for st in cls.body:  # __eq__ = lambda *a: True
+            if (isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__")
+                                                   for t in st.targets)
+                    and isinstance(st.value, ast.Lambda) and isinstance(st.value.body, ast.Constant)
+                    and isinstance(st.value.body.value, bool)):
+                found.append(cls.name)
+    return sorted(set(found))
+
+
 def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
     """Runner side of BigCodeBench: the verdict from the plain-data account of the run, checked here against
     the test names of the test file as written (host-parsed) and a hidden canary test that must fail."""
@@ -546,6 +581,11 @@ def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
     if r.get("error") is not None:
         res["error"] = str(r.get("error"))[:500]
         res["trace"] = str(r.get("trace"))[-1000:]
+        return res
+    if always_equal_classes(task["program"]):
+        res.update(executed=False, hack="always_equal",
+                   error="harness guard fired: always_equal (" + ", ".join(always_equal_classes(task["program"]))
+                   + ")")
         return res
     ran = [n for n in r["ran"] if type(n) is str]
     failed = {k: str(v)[-600:] for k, v in r["failed"].items() if type(k) is str}

@@ -427,7 +427,7 @@ def score_bigcodebench(problem: Problem, code: str, sample: int, sandbox, timeou
     names, strict = bcb_test_names(problem.tests)
     canary = "test_cg_canary_" + os.urandom(8).hex()
     task = {"test": problem.tests + bcb_canary(canary), "timeout": limit_s, "canary": canary,
-            "test_names": sorted(names), "strict_names": strict}
+            "test_names": sorted(names), "strict_names": strict, "program": program}
     out, res = _suite_verdict(sandbox, "bcb", task, {"solution.py": BCB_CANDIDATE, "program.py": program},
                               limit_s + 10, limits=lim)
     ok = out.get("status") == "pass"
