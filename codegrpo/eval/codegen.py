@@ -276,6 +276,8 @@ def aggregate(results: Sequence[SampleResult], ks: Sequence[int] = (1,)) -> dict
         "syntax_acc": 100.0 * sum(r.syntax_ok for r in results) / total,
         "exec_acc": 100.0 * sum(r.exec_ok for r in results) / total,
         "test_pass_rate": 100.0 * sum((r.n_pass / r.n_test) if r.n_test else 0.0 for r in results) / total,
+        # samples on which a harness guard fired (each failed; docs/sandbox.md): a finding in a real run
+        "hack_detected": sum(1 for r in results if r.hack),
     }
 
 

@@ -218,3 +218,6 @@ def test_guards_name_themselves(problems, sandbox):
     assert patched.hack == "canary", patched
     eq = _score("bcb", problems["bcb"], _program("bcb", *TRICKS["always_equal_builtin_subclass"]), sandbox)
     assert eq.hack == "always_equal", eq
+    from codegrpo.eval.codegen import aggregate
+
+    assert aggregate([forged, patched, eq])["hack_detected"] == 3
