@@ -1,5 +1,5 @@
 """Candidates that try to forge the evaluation harnesses' verdicts (issue 22, item 5), on the shipped sample tasks
-of EvalPlus (HumanEval+), LiveCodeBench (a functional and a stdin task) and BigCodeBench.
+of EvalPlus (HumanEval+ and MBPP+), LiveCodeBench (a functional and a stdin task) and BigCodeBench.
 
 Each case is a *stub* (the entry point returning a wrong value) plus one trick. The assertion is the same for
 every class: the trick gains nothing, i.e. the task is never passed and no more tests pass than with the stub
@@ -37,12 +37,13 @@ def problems():
                                                          solutions=SAMPLES / "livecodebench-solutions.jsonl")}
     bcb = {p.problem_id: p for p in s.load_bigcodebench("bigcodebench_hard",
                                                         str(SAMPLES / "bigcodebench-hard-sample.jsonl"), "v0.1.4")}
-    return {"evalplus": he["HumanEval/900"], "lcb_fn": lcb["3900"], "lcb_stdio": lcb["abc900_a"],
-            "bcb": bcb["BigCodeBench/9000"]}
+    mbpp = {p.problem_id: p for p in s.load_evalplus("mbpp_plus", SAMPLES / "MbppPlus-sample.jsonl")}
+    return {"evalplus": he["HumanEval/900"], "mbpp": mbpp["Mbpp/903"], "lcb_fn": lcb["3900"],
+            "lcb_stdio": lcb["abc900_a"], "bcb": bcb["BigCodeBench/9000"]}
 
 
 def _score(kind, problem, code, sandbox):
-    if kind == "evalplus":
+    if kind in ("evalplus", "mbpp"):
         return s.score_evalplus(problem, code, 0, sandbox, 10, CFG["evalplus"])
     if kind == "bcb":
         return s.score_bigcodebench(problem, code, 0, sandbox, 20, CFG["bigcodebench"])
@@ -57,6 +58,8 @@ def _program(kind: str, prefix: str, body: str) -> str:
         return f"{prefix}\n\ndef sum_squares(*args, **kwargs):\n{body}\n"
     if kind == "bcb":
         return f"{prefix}\n\ndef task_func(*args, **kwargs):\n{body}\n"
+    if kind == "mbpp":
+        return f"{prefix}\n\ndef count_vowels(*args, **kwargs):\n{body}\n"
     if kind == "lcb_fn":
         return f"{prefix}\n\nclass Solution:\n    def twoSum(self, *args, **kwargs):\n{textwrap.indent(body, '    ')}\n"
     return f"{prefix}\n\ndef _main(*args):\n{body}\n\nprint(_main())\n"  # stdin: prints what the body returns
@@ -183,12 +186,15 @@ TRICKS = {
 NOT_FOR_STDIO = {"always_equal_object", "always_equal_builtin_subclass", "always_equal_list_subclass"}
 
 
+KINDS = ["evalplus", "mbpp", "lcb_fn", "lcb_stdio", "bcb"]
+
+
 @pytest.fixture(scope="module")
 def baseline(problems, sandbox):
     return {k: _score(k, p, _program(k, "", STUB_BODY), sandbox) for k, p in problems.items()}
 
 
-@pytest.mark.parametrize("kind", ["evalplus", "lcb_fn", "lcb_stdio", "bcb"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_references_pass_and_stub_fails(kind, problems, sandbox, baseline):
     p = problems[kind]
     ref = _score(kind, p, p.reference, sandbox)
@@ -197,7 +203,7 @@ def test_references_pass_and_stub_fails(kind, problems, sandbox, baseline):
 
 
 @pytest.mark.parametrize("trick", sorted(TRICKS))
-@pytest.mark.parametrize("kind", ["evalplus", "lcb_fn", "lcb_stdio", "bcb"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_trick_gains_nothing(kind, trick, problems, sandbox, baseline):
     if kind == "lcb_stdio" and trick in NOT_FOR_STDIO:
         pytest.skip("a stdin program's answer is text")
