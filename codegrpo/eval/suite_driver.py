@@ -15,7 +15,7 @@ Two uses (docs/sandbox.md, *Evaluation harnesses*):
 
 The checks follow each benchmark's own evaluation (docs/evaluation.md names the differences):
 
-* ``evalplus_gt`` / ``evalplus_check``: EvalPlus differential testing. Expected outputs come from running the
+* ``evalplus_gt`` / ``evalplus``: EvalPlus differential testing. Expected outputs come from running the
   canonical solution on deep copies of the inputs (time recorded per input); a candidate passes an input when
   its output equals the expected one, or, for float outputs, is within ``atol`` (``atol`` 0 with float outputs
   means 1e-6) with rtol 1e-7 and the same type and length; the benchmark's special oracles apply. Each input
@@ -520,8 +520,8 @@ def run_tests(test, timeout):
 
 
 def always_equal_classes(src: str) -> list[str]:
-    """Classes of a program whose ``__eq__`` returns the constant ``True`` (or ``__ne__`` the constant ``False``)
-    somewhere: the always-equal trick, which the BigCodeBench tests (run in the solution's process) cannot see.
+    """Classes of a program whose ``__eq__`` only ever returns the constant ``True`` (or ``__ne__`` the constant
+    ``False``): the always-equal trick, which the BigCodeBench tests (run in the solution's process) cannot see.
     A static check of the program as written (docs/sandbox.md: a program that builds such a class at run time
     is not caught)."""
     import ast
@@ -538,10 +538,9 @@ def always_equal_classes(src: str) -> list[str]:
             if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("__eq__", "__ne__")):
                 continue
             want = fn.name == "__eq__"
-            for node in ast.walk(fn):
-                if (isinstance(node, ast.Return) and isinstance(node.value, ast.Constant)
-                        and node.value.value is want):
-                    found.append(cls.name)
+            returns = [node for node in ast.walk(fn) if isinstance(node, ast.Return)]
+            if returns and all(isinstance(r.value, ast.Constant) and r.value.value is want for r in returns):
+                found.append(cls.name)  # every return is the constant (an early ``if self is other`` is fine)
         for st in cls.body:  # __eq__ = lambda *a: True
             if (isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__")
                                                    for t in st.targets)

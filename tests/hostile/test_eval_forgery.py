@@ -227,3 +227,22 @@ def test_guards_name_themselves(problems, sandbox):
     from codegrpo.eval.codegen import aggregate
 
     assert aggregate([forged, patched, eq])["hack_detected"] == 3
+
+
+def test_static_checks_on_the_texts_as_written():
+    """BigCodeBench's test names come from the file as written (complete only when ``TestCases`` derives from
+    ``TestCase`` alone); the always-equal check flags constant-true ``__eq__`` and never an honest one."""
+    from codegrpo.eval.suite_driver import always_equal_classes
+
+    names, strict = s.bcb_test_names("import unittest\nclass TestCases(unittest.TestCase):\n"
+                                     "    def test_a(self): pass\n    def helper(self): pass\n"
+                                     "    def test_b(self): pass\n")
+    assert names == {"test_a", "test_b"} and strict
+    assert s.bcb_test_names("class Base:\n    def test_x(self): pass\nclass TestCases(Base):\n"
+                            "    def test_y(self): pass\n") == ({"test_y"}, False)
+    assert always_equal_classes(ALWAYS_EQ) == ["_Eq", "_EqFloat", "_EqList"]
+    assert always_equal_classes("class A:\n    __eq__ = lambda self, o: True\n") == ["A"]
+    honest = ("class Point:\n    def __init__(self, x):\n        self.x = x\n"
+              "    def __eq__(self, other):\n        if self is other:\n            return True\n"
+              "        return isinstance(other, Point) and self.x == other.x\n")
+    assert always_equal_classes(honest) == []
