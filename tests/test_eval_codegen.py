@@ -117,7 +117,8 @@ def test_loader_rejects_missing_parquet(tmp_path):
 # The fields a DHRCL run's result file has (rule eval_codegen / eval_codegen_bcb; read by codegrpo.tables).
 RESULT_FIELDS = {"kind", "benchmark", "system", "label", "variant", "reconstructed", "setting", "data",
                  "benchmark_version", "model", "backend", "sampling", "provenance", "n_problems",
-                 "n_samples_per_problem", "pass@k", "syntax_acc", "exec_acc", "test_pass_rate", "records", "seconds"}
+                 "n_samples_per_problem", "pass@k", "syntax_acc", "exec_acc", "test_pass_rate", "hack_detected", "records",
+                 "seconds"}
 SAMPLES_FIELDS = {"run", "benchmark", "model", "backend", "sampling", "seconds", "samples"}
 
 

@@ -82,6 +82,7 @@ class SampleResult:
     detail: str = ""
     passed_base: bool | None = None  # EvalPlus suites: the base tests alone (``passed`` is base and plus)
     missing_libs: list | None = None  # BigCodeBench: libraries the job environment lacks (the task failed)
+    hack: str | None = None  # the harness guard that fired (then passed=False); docs/sandbox.md
 
 
 @dataclass
@@ -186,7 +187,7 @@ def _from_pytest(problem: Problem, sample: int, syntax_ok: bool, res) -> SampleR
     passed = bool(res.all_passed)
     detail = "" if passed else ("timeout" if res.timed_out else str(res.error or "")[-300:])
     return SampleResult(problem.problem_id, sample, syntax_ok, bool(res.executed), passed, int(res.passed),
-                        int(res.total), detail)
+                        int(res.total), detail, hack=getattr(res, "hack", None))
 
 
 SCORERS: dict[str, Callable[..., SampleResult]] = {
@@ -275,6 +276,8 @@ def aggregate(results: Sequence[SampleResult], ks: Sequence[int] = (1,)) -> dict
         "syntax_acc": 100.0 * sum(r.syntax_ok for r in results) / total,
         "exec_acc": 100.0 * sum(r.exec_ok for r in results) / total,
         "test_pass_rate": 100.0 * sum((r.n_pass / r.n_test) if r.n_test else 0.0 for r in results) / total,
+        # samples on which a harness guard fired (each failed; docs/sandbox.md): a finding in a real run
+        "hack_detected": sum(1 for r in results if r.hack),
     }
 
 

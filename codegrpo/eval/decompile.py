@@ -328,14 +328,71 @@ class ExecOutcome:
     passed: bool  # the full program compiles and its test exits 0
     stage: str  # "ok", "empty", "compile_full", "timeout", "runtime"
     detail: str = ""
+    hack: str | None = None  # a guard that fired on a passing program (the verdict stays the reference's)
+
+
+# Preprocessor and attribute tricks a candidate function can use to pass the test main without computing
+# anything: disabling or redefining ``assert``, renaming ``main`` or the exits, code that runs before main.
+_C_HACK_PATTERNS = (
+    ("preprocessor_override", re.compile(r"^\s*#\s*(define|undef)\s+(assert|NDEBUG|main|exit|_exit|_Exit|abort|"
+                                         r"return|if|printf|puts|write|fflush|memcmp|strcmp|fabs|abs)\b", re.M)),
+    ("constructor", re.compile(r"__attribute__\s*\(\(\s*(__)?(constructor|destructor)")),
+)
+
+# The guard's own main: the test's ``main`` is renamed (``-Dmain=__cg_test_main``) and called from here; only when
+# it *returns* is the job's nonce (argv's last word, unknown when the candidate was written) printed. (Its return
+# value is not used: a test ``int main() { ... }`` without ``return`` returns 0 only as ``main``.) The guard runs
+# on programs that passed, so a test main that returns has passed its asserts. A program that ends with status 0
+# without the nonce left through exit(0) / _exit(0) / a signal handler / a constructor before the test finished.
+_C_GUARD_MAIN = r"""
+#undef main
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int __cg_test_main();
+int main(int argc, char **argv) {
+    const char *nonce = argv[argc - 1];
+    __cg_test_main(argc - 1, argv);
+    fflush(stdout);
+    (void)!write(1, "\n", 1);
+    (void)!write(1, nonce, strlen(nonce));
+    (void)!write(1, "\n", 1);
+    return 0;
+}
+"""
+
+
+def c_hack_patterns(candidate: str) -> str | None:
+    """The static guard: the first trick of :data:`_C_HACK_PATTERNS` found in the candidate's text, or None."""
+    for name, pat in _C_HACK_PATTERNS:
+        if pat.search(candidate or ""):
+            return name
+    return None
+
+
+def exit_guard(full: str, sandbox, timeout: float = 10.0, compile_timeout: float = 30.0) -> str | None:
+    """The run-time guard for a program that passed: the same program with the guard's main around the test's
+    (:data:`_C_GUARD_MAIN`); "early_exit" when it exits 0 without printing the nonce, else None (also when the
+    guarded program does not compile, e.g. a ``void main``: the guard then cannot say)."""
+    res = sandbox.compile_c(full + "\n" + _C_GUARD_MAIN, timeout_s=compile_timeout,
+                            flags=("-O0", "-Dmain=__cg_test_main"), libs=("-lm",))
+    if not res.ok:
+        return None
+    nonce = "cg-" + os.urandom(12).hex()
+    run = sandbox.run_binary(res.binary, args=[nonce], timeout_s=timeout)
+    if run.timed_out or run.returncode != 0:
+        return None  # the reference run passed; a different outcome here is not evidence of a trick
+    return None if nonce in (run.stdout or "")[-200:] else "early_exit"
 
 
 def check_program(only_func: str | None, full: str, sandbox, timeout: float = 10.0,
-                  compile_timeout: float = 30.0) -> ExecOutcome:
+                  compile_timeout: float = 30.0, candidate: str | None = None) -> ExecOutcome:
     """Compile the function alone (``gcc -S``), then compile the test program and run it, all in the sandbox.
 
     ``only_func`` None (the sk2decompile protocol): no separate step; ``compiled`` is whether the full program
-    compiles (cal_execute_rate.py's ``flag_comp``).
+    compiles (cal_execute_rate.py's ``flag_comp``). The verdict is the reference's (exit status 0). With
+    ``candidate`` (the decompiled function's text), a passing program is also checked by the guards
+    (:func:`c_hack_patterns`, :func:`exit_guard`); ``hack`` names the one that fired (docs/sandbox.md).
     """
     compiled = None
     if only_func is not None:
@@ -351,7 +408,10 @@ def check_program(only_func: str | None, full: str, sandbox, timeout: float = 10
     if run.returncode != 0:
         how = f"signal {run.signal}" if run.returncode is None else f"exit {run.returncode}"
         return ExecOutcome(compiled, False, "runtime", f"{how}: {(run.stderr or '')[-300:]}")
-    return ExecOutcome(compiled, True, "ok", "")
+    hack = None
+    if candidate is not None:
+        hack = c_hack_patterns(candidate) or exit_guard(full, sandbox, timeout, compile_timeout)
+    return ExecOutcome(compiled, True, "ok", "", hack)
 
 
 def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], *, workers: int = 1,
@@ -372,8 +432,8 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
     from tqdm import tqdm
 
     t0 = time.time()
-    jobs: dict[str, tuple[str | None, str]] = {}
-    jobs_all: dict[str, tuple[str | None, str]] = {}
+    jobs: dict[str, tuple[str | None, str, str]] = {}
+    jobs_all: dict[str, tuple[str | None, str, str]] = {}
     task_prog: list[tuple[DecompileTask, str, str]] = []
     for task in tasks:
         text = outputs.get(task.key, "")
@@ -389,8 +449,8 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
                 text = restore_function_name(text, task.func_name)
             only_func, full = build_programs(text, task.c_func, task.c_test, protocol, task.func_dep)
         digest = hashlib.sha256(((only_func or "") + "\0" + full).encode()).hexdigest()
-        jobs.setdefault(digest, (only_func, full))
-        jobs_all.setdefault(digest, (only_func, full))
+        jobs.setdefault(digest, (only_func, full, text))
+        jobs_all.setdefault(digest, (only_func, full, text))
         task_prog.append((task, digest, text))
     results: dict[str, ExecOutcome] = {}
     # An empty (or whitespace-only) output is scored as neither compilable nor re-executable without running
@@ -401,14 +461,16 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
         results[digest] = ExecOutcome(False, False, "empty", "")
         jobs.pop(digest, None)
     with make_sandbox(workers, sandbox_limits) as sandbox, cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futs = {pool.submit(check_program, of, fu, sandbox, timeout): d for d, (of, fu) in jobs.items()}
+        futs = {pool.submit(check_program, of, fu, sandbox, timeout, candidate=tx): d
+                for d, (of, fu, tx) in jobs.items()}
         for fut in tqdm(cf.as_completed(futs), total=len(futs), desc=desc, unit="prog"):
             results[futs[fut]] = fut.result()
     records = []
     for task, digest, text in task_prog:
         o = results[digest]
         records.append({"task_id": task.task_id, "opt": task.opt, "compiled": o.compiled, "passed": o.passed,
-                        "stage": o.stage, "detail": o.detail, "output": text, "program": jobs_all[digest][1]})
+                        "stage": o.stage, "detail": o.detail, "output": text, "program": jobs_all[digest][1],
+                        "hack": o.hack})
     summary = summarize_records(records)
     summary["protocol"] = protocol
     log.info("%s: %d tasks (%d distinct programs, %d empty outputs), re-executability avg %.2f%%, "
@@ -428,8 +490,11 @@ def summarize_records(records: Iterable[Mapping]) -> dict:
     comp = {lv: 100.0 * sum(r["compiled"] for r in by_level[lv]) / len(by_level[lv]) for lv in levels}
     counts = {lv: len(by_level[lv]) for lv in levels}
     avg = (lambda d: sum(d.values()) / len(d) if d else 0.0)
+    # beside the reference's number: passing programs on which a harness guard fired (docs/sandbox.md)
+    hacks = {lv: sum(1 for r in by_level[lv] if r.get("passed") and r.get("hack")) for lv in levels}
     return {"levels": levels, "tasks_per_level": counts, "reexec": reexec, "reexec_avg": avg(reexec),
-            "compile": comp, "compile_avg": avg(comp)}
+            "compile": comp, "compile_avg": avg(comp), "hack_detected": hacks,
+            "hack_detected_total": sum(hacks.values())}
 
 
 # --------------------------------------------------------------------------------------------------------

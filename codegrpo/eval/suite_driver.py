@@ -1,18 +1,21 @@
-"""The in-sandbox test driver of the code-generation suites (EvalPlus, LiveCodeBench, BigCodeBench).
+"""The test driver of the code-generation suites (EvalPlus, LiveCodeBench, BigCodeBench), standard library only.
 
-Runs as ``main.py`` inside a sandbox job (``codegrpo.sandbox.Sandbox.run_python``), standard library only,
-with the job directory as working directory:
+Two uses (docs/sandbox.md, *Evaluation harnesses*):
 
-    python main.py MODE
-
-``task.pkl`` (written by the host) holds the task; the candidate program is ``solution.py``. The driver writes
-``result.json`` (read back by the host; untrusted, like every test outcome of a program that runs in the same
-process) and, in mode ``evalplus_gt``, ``expected.pkl`` (the canonical solution's outputs, handed unopened by
-the host to later ``evalplus_check`` jobs).
+* ``python main.py evalplus_gt`` in a plain sandbox job (``Sandbox.run_python``): the *canonical* solution's
+  outputs on the task's inputs (``task.pkl``), written to ``expected.pkl`` and ``result.json``. No candidate
+  code runs in this job.
+* the trusted *runner* of a two-process ``suite`` job (``Sandbox.run_suite``): :func:`run_runner` is called by
+  ``codegrpo.sandbox.pytest_driver.driver_child`` in the runner process, which never executes the candidate's
+  code. The candidate's program runs in the other process (``codegrpo.sandbox.rpc.serve_candidate``, under its
+  own uid); calls cross the socket and return values come back as plain data (``rpc.py``), so every comparison
+  with an expected value, and the verdict itself (a JSON line on the report descriptor only the runner holds),
+  are made here. The task and the expected outputs lie in the runner's directory, which the candidate's uid
+  cannot read. ``result.json`` is no longer read for these suites.
 
 The checks follow each benchmark's own evaluation (docs/evaluation.md names the differences):
 
-* ``evalplus_gt`` / ``evalplus_check``: EvalPlus differential testing. Expected outputs come from running the
+* ``evalplus_gt`` / ``evalplus``: EvalPlus differential testing. Expected outputs come from running the
   canonical solution on deep copies of the inputs (time recorded per input); a candidate passes an input when
   its output equals the expected one, or, for float outputs, is within ``atol`` (``atol`` 0 with float outputs
   means 1e-6) with rtol 1e-7 and the same type and length; the benchmark's special oracles apply. Each input
@@ -23,7 +26,10 @@ The checks follow each benchmark's own evaluation (docs/evaluation.md names the 
   first failing test ends the check.
 * ``bcb``: BigCodeBench. The program and the test file run as one module ``__test__`` (``sys``, ``os`` and
   ``environ`` predefined, TZ=UTC); the ``TestCases`` class runs under unittest with one time limit; the task
-  passes when no test fails or errors.
+  passes when no test fails or errors. The benchmark's tests need the solution's own objects (mocks patch its
+  imports, DataFrames and plots are inspected), so they run in the candidate's process (:data:`BCB_CANDIDATE`);
+  the runner judges the plain-data account it gets back against the test names of the file as written and a
+  hidden canary test that must fail (docs/sandbox.md names what this does not guarantee).
 """
 
 from __future__ import annotations
@@ -35,10 +41,8 @@ import math
 import os
 import pickle
 import signal
-import subprocess
 import sys
 import time
-import traceback
 
 RESULT = "result.json"
 
@@ -75,13 +79,6 @@ def _write(obj: dict) -> None:
 
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
-
-
-def _program_failed(res: dict, exc: BaseException) -> None:
-    """The candidate program did not load (timeout or exception): stop the timer, record why, write the result."""
-    _clear()
-    res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
-    _write(res)
 
 
 class _Quiet:
@@ -215,22 +212,47 @@ def evalplus_gt() -> None:
     _write({"ok": True, "times": times})
 
 
-def evalplus_check() -> None:
-    task = _load_task()
-    with open("expected.pkl", "rb") as fh:
+def _connect(rpc, sock_fd: int, limit: float):
+    """Runner: wait (at most ``limit`` s) for the solution's first message; (module proxy, None) or (None, why)."""
+    _limit(limit)
+    try:
+        ep, first = rpc.connect_runner(sock_fd, None)
+        _clear()
+    except _Timeout:
+        return None, "timeout"
+    except (rpc.SolutionDied, rpc.ProtocolError) as exc:
+        _clear()
+        return None, _short(exc)
+    if "hello" not in first:
+        err = first.get("import_error")
+        if not isinstance(err, str):  # counted: the solution's side wrote into the socket itself
+            return None, _short(rpc.ProtocolError("the solution's first message is neither its names nor its "
+                                                  "import error"))
+        return None, err
+    try:
+        return rpc.solution_module(ep, first), None
+    except rpc.ProtocolError as exc:
+        return None, _short(exc)
+
+
+def _r_evalplus(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
+    """Runner side of EvalPlus's check: each call crosses to the solution's process, the output comes back as
+    plain data and is compared here with the expected output (which the solution's process cannot read)."""
+    with open(os.path.join(tests_dir, "expected.pkl"), "rb") as fh:
         expected = pickle.load(fh)
     res: dict = {"executed": False, "error": None}
-    _write({**res, "error": "did not finish"})
-    signal.signal(signal.SIGALRM, _alarm)
+    sol, err = _connect(rpc, sock_fd, task["import_limit"])
+    if sol is None:
+        res["error"] = err
+        return res
     try:
         _limit(task["import_limit"])
-        with _Quiet():
-            glb = _exec_program("solution.py")
+        fn = getattr(sol, task["entry_point"])
         _clear()
-        fn = glb[task["entry_point"]]
     except BaseException as exc:  # noqa: BLE001
-        _program_failed(res, exc)
-        return
+        _clear()
+        res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
+        return res
     res["executed"] = True
     for part in task["parts"]:
         inputs, limits = task["inputs"][part], task["time_limits"][part]
@@ -244,8 +266,7 @@ def evalplus_check() -> None:
             part_bound = left < limits[i]
             try:
                 _limit(min(limits[i], left))
-                with _Quiet():
-                    out = fn(*inp)
+                out = fn(*inp)
                 _clear()
                 ok = _evalplus_match(task, inp, out, expected[part][i])
             except _Timeout:
@@ -262,10 +283,9 @@ def evalplus_check() -> None:
             n_pass += 1
         _clear()
         res[part] = {"status": status, "n_pass": n_pass, "n": len(inputs), "error": err}
-        _write(res)
         if status != "pass":
             break
-    _write(res)
+    return res
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -298,57 +318,92 @@ def lcb_stdio_match(got: str, want: str) -> bool:
     return True
 
 
-def lcb() -> None:
-    task = _load_task()
+# The candidate side of a stdin / stdout job: this module is the job's ``solution.py``; the program is
+# ``program.py`` beside it and runs as a process per test (what it prints is its answer, compared by the runner).
+LCB_STDIO_CANDIDATE = """
+import os as _os
+import subprocess as _sp
+import sys as _sys
+
+_PROG = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "program.py")
+
+
+def run(inp, timeout):
+    try:
+        p = _sp.run([_sys.executable, _PROG], input=inp.encode(), capture_output=True, timeout=timeout)
+    except _sp.TimeoutExpired:
+        return {"timeout": True}
+    return {"rc": p.returncode, "out": p.stdout.decode("utf-8", "replace"),
+            "err": p.stderr.decode("utf-8", "replace")[-300:]}
+"""
+
+
+def _r_lcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
+    """Runner side of LiveCodeBench: outputs cross as plain data and are compared here."""
     tests, per_test = task["tests"], float(task["timeout"])
     res: dict = {"executed": False, "error": None, "n_pass": 0, "n": len(tests), "status": "fail"}
-    _write({**res, "error": "did not finish"})
-    signal.signal(signal.SIGALRM, _alarm)
-    prog = task["prelude"] + "\n" + open("solution.py", encoding="utf-8").read()
-    if task["fn_name"] is None:  # stdin / stdout: the program runs as a process per test
-        with open("prog.py", "w", encoding="utf-8") as fh:
-            fh.write(prog)
+    if task["fn_name"] is None:  # stdin / stdout: the program runs as a process per test (candidate side)
         try:
-            compile(prog, "prog.py", "exec")
+            compile(task["program"], "prog.py", "exec")
         except SyntaxError as exc:
             res["error"] = _short(exc)
-            _write(res)
-            return
+            return res
+        sol, err = _connect(rpc, sock_fd, per_test + 5)
+        if sol is None:
+            res["error"] = err
+            return res
         for i, t in enumerate(tests):
             try:
-                p = subprocess.run([sys.executable, "prog.py"], input=t["input"].encode(), capture_output=True,
-                                   timeout=per_test)
-            except subprocess.TimeoutExpired:
+                _limit(per_test + 5)
+                r = sol.run(t["input"], per_test)
+                _clear()
+            except _Timeout:
                 res.update(status="timeout", error=f"test {i}: time limit {per_test:g} s")
                 break
-            if i == 0:  # execution accuracy: the program runs on the first test without an error
-                res["executed"] = p.returncode == 0
-            if p.returncode != 0:
-                res.update(error=f"test {i}: exit {p.returncode}: " + p.stderr.decode("utf-8", "replace")[-300:])
+            except BaseException as exc:  # noqa: BLE001
+                _clear()
+                res.update(error=f"test {i}: {_short(exc)}")
                 break
-            if not lcb_stdio_match(p.stdout.decode("utf-8", "replace"), t["output"]):
+            if type(r) is not dict:
+                res.update(error=f"test {i}: no answer")
+                break
+            if r.get("timeout") is True:
+                res.update(status="timeout", error=f"test {i}: time limit {per_test:g} s")
+                break
+            rc, out, stderr = r.get("rc"), r.get("out"), r.get("err")
+            if type(rc) is not int or type(out) is not str:
+                res.update(error=f"test {i}: no answer")
+                break
+            if i == 0:  # execution accuracy: the program runs on the first test without an error
+                res["executed"] = rc == 0
+            if rc != 0:
+                res.update(error=f"test {i}: exit {rc}: " + (stderr if type(stderr) is str else ""))
+                break
+            if not lcb_stdio_match(out, t["output"]):
                 res.update(error=f"test {i}: wrong answer")
                 break
             res["n_pass"] += 1
     else:
+        sol, err = _connect(rpc, sock_fd, per_test)
+        if sol is None:
+            res["error"] = err
+            return res
         try:
             _limit(per_test)
-            with _Quiet():
-                glb = _exec_program_text(prog)
-                target = glb["Solution"]() if "class Solution" in prog and "Solution" in glb else None
+            target = sol.Solution() if task["class_solution"] and hasattr(sol, "Solution") else None
+            method = getattr(target, task["fn_name"]) if target is not None else getattr(sol, task["fn_name"])
             _clear()
-            method = getattr(target, task["fn_name"]) if target is not None else glb[task["fn_name"]]
         except BaseException as exc:  # noqa: BLE001
-            _program_failed(res, exc)
-            return
+            _clear()
+            res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
+            return res
         res["executed"] = True
         for i, t in enumerate(tests):
             try:
                 args = [json.loads(line) for line in t["input"].split("\n")]
                 want = json.loads(t["output"])
                 _limit(per_test)
-                with _Quiet():
-                    got = method(*args)
+                got = method(*args)
                 _clear()
             except _Timeout:
                 res.update(status="timeout", error=f"test {i}: time limit {per_test:g} s")
@@ -366,71 +421,210 @@ def lcb() -> None:
         _clear()
     if res["n_pass"] == len(tests) and tests:
         res.update(status="pass", error=None)
-    _write(res)
-
-
-def _exec_program_text(src: str) -> dict:
-    glb: dict = {"__name__": "tmp_sol", "__builtins__": __builtins__}
-    exec(compile(src, "solution.py", "exec"), glb)
-    return glb
+    return res
 
 
 # --------------------------------------------------------------------------------------------------------
 # BigCodeBench
 
 
-def bcb() -> None:
-    import types
+# The candidate side of a BigCodeBench job (its ``solution.py``; the program is ``program.py`` beside it). The
+# benchmark runs the program and the test file as one module, so the tests run here, in the solution's process;
+# what comes back is plain data (the tests that ran, those that failed), judged by the runner (:func:`_r_bcb`).
+BCB_CANDIDATE = """
+import io as _io
+import os as _os
+import signal as _signal
+import sys as _sys
+import time as _time
+import traceback as _tb
+import types as _types
+
+_PROG = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "program.py")
+
+
+class _Timeout(BaseException):
+    pass
+
+
+_FIRED, _STOP = [], []
+
+
+def _alarm(signum, frame):
+    _FIRED.append(True)
+    for obj in _STOP:
+        obj.stop()
+    raise _Timeout()
+
+
+class _Quiet:
+    def __enter__(self):
+        self.saved = _sys.stdout, _sys.stderr, _sys.stdin
+        _sys.stdout = _sys.stderr = _io.StringIO()
+        _sys.stdin = _io.StringIO("")
+
+    def __exit__(self, *exc):
+        _sys.stdout, _sys.stderr, _sys.stdin = self.saved
+        return False
+
+
+def run_tests(test, timeout):
     import unittest
 
-    task = _load_task()
-    os.environ["TZ"] = "UTC"
-    if hasattr(time, "tzset"):
-        time.tzset()
-    res: dict = {"executed": False, "error": None, "status": "fail", "n": 0, "failed": {}}
-    _write({**res, "error": "did not finish"})
-    signal.signal(signal.SIGALRM, _alarm)
-    mod = types.ModuleType("__test__")
+    _os.environ["TZ"] = "UTC"
+    if hasattr(_time, "tzset"):
+        _time.tzset()
+    res = {"executed": False, "error": None, "timeout": False, "ran": [], "failed": {}}
+    _signal.signal(_signal.SIGALRM, _alarm)
+    mod = _types.ModuleType("__test__")
     mod.__dict__.update({"__builtins__": __builtins__, "__file__": "__test__.py", "__package__": None,
-                         "__doc__": None, "sys": sys, "os": os, "environ": os.environ})
-    code = open("solution.py", encoding="utf-8").read()
-    _limit(task["timeout"])
+                         "__doc__": None, "sys": _sys, "os": _os, "environ": _os.environ})
+    with open(_PROG, encoding="utf-8") as fh:
+        code = fh.read()
+    ran = []
+
+    class _Result(unittest.TestResult):
+        def startTest(self, t):
+            ran.append(t.id().split(".")[-1])
+            super().startTest(t)
+
+    _signal.setitimer(_signal.ITIMER_REAL, max(float(timeout), 0.001))
     try:
         with _Quiet():
             exec(compile(code, "__test__.py", "exec"), mod.__dict__)
         res["executed"] = True
         with _Quiet():
-            exec(compile(task["test"], "__test__.py", "exec"), mod.__dict__)
-            sys.modules["__test__"] = mod
+            exec(compile(test, "__test__.py", "exec"), mod.__dict__)
+            _sys.modules["__test__"] = mod
             suite = unittest.TestLoader().loadTestsFromTestCase(mod.__dict__["TestCases"])
-            result = unittest.TestResult()
+            result = _Result()
             _STOP.append(result)
             suite.run(result)
-        _clear()
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
         if _FIRED:
             raise _Timeout()
     except _Timeout:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        res["timeout"] = True
+        return res
+    except BaseException as exc:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        res["error"] = (type(exc).__name__ + ": " + str(exc))[:500]
+        res["trace"] = _tb.format_exc()[-1000:]
+        return res
+    res["ran"] = [str(n) for n in ran]
+    for t, trace in result.failures + result.errors:
+        res["failed"][str(t.id().split(".")[-1])] = str(trace)[-600:]
+    return res
+"""
+
+
+def always_equal_classes(src: str) -> list[str]:
+    """Classes of a program whose ``__eq__`` only ever returns the constant ``True`` (or ``__ne__`` the constant
+    ``False``): the always-equal trick, which the BigCodeBench tests (run in the solution's process) cannot see.
+    A static check of the program as written (docs/sandbox.md: a program that builds such a class at run time
+    is not caught)."""
+    import ast
+
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for fn in cls.body:
+            if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("__eq__", "__ne__")):
+                continue
+            want = fn.name == "__eq__"
+            returns = [node for node in ast.walk(fn) if isinstance(node, ast.Return)]
+            if returns and all(isinstance(r.value, ast.Constant) and r.value.value is want for r in returns):
+                found.append(cls.name)  # every return is the constant (an early ``if self is other`` is fine)
+        for st in cls.body:  # __eq__ = lambda *a: True
+            if (isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__")
+                                                   for t in st.targets)
+                    and isinstance(st.value, ast.Lambda) and isinstance(st.value.body, ast.Constant)
+                    and isinstance(st.value.body.value, bool)):
+                found.append(cls.name)
+    return sorted(set(found))
+
+
+def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
+    """Runner side of BigCodeBench: the verdict from the plain-data account of the run, checked here against
+    the test names of the test file as written (host-parsed) and a hidden canary test that must fail."""
+    timeout = float(task["timeout"])
+    res: dict = {"executed": False, "error": None, "status": "fail", "n": 0, "failed": {}}
+    sol, err = _connect(rpc, sock_fd, timeout)
+    if sol is None:
+        res["error"] = err
+        return res
+    try:
+        _limit(timeout + 5)
+        r = sol.run_tests(task["test"], timeout)
         _clear()
-        res.update(status="timeout", error=f"time limit {task['timeout']:g} s")
-        _write(res)
-        return
+    except _Timeout:
+        res.update(status="timeout", error=f"time limit {timeout:g} s")
+        return res
     except BaseException as exc:  # noqa: BLE001
         _clear()
         res["error"] = _short(exc)
-        res["trace"] = traceback.format_exc()[-1000:]
-        _write(res)
-        return
-    res["n"] = result.testsRun
-    for test, trace in result.failures + result.errors:
-        res["failed"][test.id().split(".")[-1]] = trace[-600:]
-    if not res["failed"] and result.testsRun > 0:
+        return res
+    if type(r) is not dict or type(r.get("ran")) is not list or type(r.get("failed")) is not dict:
+        res["error"] = "no account of the tests"
+        return res
+    res["executed"] = r.get("executed") is True
+    if r.get("timeout") is True:
+        res.update(status="timeout", error=f"time limit {timeout:g} s")
+        return res
+    if r.get("error") is not None:
+        res["error"] = str(r.get("error"))[:500]
+        res["trace"] = str(r.get("trace"))[-1000:]
+        return res
+    if always_equal_classes(task["program"]):
+        res.update(executed=False, hack="always_equal",
+                   error="harness guard fired: always_equal (" + ", ".join(always_equal_classes(task["program"]))
+                   + ")")
+        return res
+    ran = [n for n in r["ran"] if type(n) is str]
+    failed = {k: str(v)[-600:] for k, v in r["failed"].items() if type(k) is str}
+    canary, required = task["canary"], set(task["test_names"])
+    names = set(ran) - {canary}
+    if canary not in ran or canary not in failed:
+        res["hack"] = "canary"
+    elif set(failed) - set(ran):
+        res["hack"] = "unknown_test_ids"
+    elif required - names:
+        res["hack"] = "missing_test_ids"
+    elif task["strict_names"] and names - required:
+        res["hack"] = "extra_test_ids"
+    failed.pop(canary, None)
+    res["n"] = len(names)
+    res["failed"] = failed
+    if res.get("hack"):
+        res.update(executed=False, error="harness guard fired: " + res["hack"])
+    elif not failed and names:
         res["status"] = "pass"
-    elif result.testsRun == 0:
+    elif not names:
         res["error"] = "no test ran"
-    _write(res)
+    return res
 
 
-MODES = {"evalplus_gt": evalplus_gt, "evalplus_check": evalplus_check, "lcb": lcb, "bcb": bcb}
+_RUNNERS = {"evalplus": _r_evalplus, "lcb": _r_lcb, "bcb": _r_bcb}
+
+
+def run_runner(mode: str, tests_dir: str, rpc, sock_fd: int, emit) -> None:
+    """The trusted runner of a ``suite`` job (called by ``codegrpo.sandbox.pytest_driver.driver_child``): read
+    the task from the runner's own directory, run the checks against the solution's process, emit the verdict.
+    """
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    signal.signal(signal.SIGALRM, _alarm)
+    with open(os.path.join(tests_dir, "task.pkl"), "rb") as fh:
+        task = pickle.load(fh)
+    emit({"verdict": _RUNNERS[mode](task, tests_dir, rpc, sock_fd)})
+
+
+MODES = {"evalplus_gt": evalplus_gt}
 
 if __name__ == "__main__":
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from codegrpo.eval.codegen import Problem, SampleResult, humaneval_prompt, parses
+from codegrpo.eval.suite_driver import BCB_CANDIDATE, LCB_STDIO_CANDIDATE
 from codegrpo.io import iter_jsonl
 
 log = logging.getLogger(__name__)
@@ -276,6 +277,35 @@ def _parse_result(got: Mapping[str, bytes]) -> dict:
     return obj if isinstance(obj, dict) else {}
 
 
+def _suite_verdict(sandbox, mode: str, task: dict, cand_files: Mapping[str, str | bytes], timeout_s: float,
+                   limits=None, runner_files: Mapping[str, bytes] | None = None) -> tuple[dict, object]:
+    """Run a suite job in two processes (``Sandbox.run_suite``): the verdict the trusted runner wrote, checked
+    for the guards (a report the runner did not finish, a protocol violation by the solution's side). A guard
+    that fired makes the sample fail and names itself in ``hack``."""
+    res, rep = sandbox.run_suite(DRIVER.read_text(encoding="utf-8"), mode,
+                                 {"task.pkl": pickle.dumps(task), **(runner_files or {})}, cand_files,
+                                 timeout_s=timeout_s, limits=limits)
+    out = rep.get("verdict") if isinstance(rep.get("verdict"), dict) else {}
+    hack = None
+    if rep.get("write_failed"):
+        hack = "report_write_error"
+    elif isinstance(rep.get("protocol_errors"), int) and rep["protocol_errors"] > 0:
+        hack = "protocol_violation"
+    elif rep.get("bad_lines"):
+        hack = "truncated_report"
+    elif isinstance(out.get("hack"), str):
+        hack = out["hack"]
+    if hack is not None:
+        return {"executed": False, "status": "fail", "error": f"harness guard fired: {hack}", "hack": hack}, res
+    if not out or rep.get("done") is not True:
+        err = rep.get("runner_error") if isinstance(rep.get("runner_error"), str) else None
+        if res.timed_out:
+            return {"executed": bool(out.get("executed")), "status": "timeout",
+                    "error": "time limit of the sandbox job"}, res
+        return {"executed": False, "status": "fail", "error": err or "no verdict from the runner"}, res
+    return out, res
+
+
 def _exec_note(res) -> str:
     if res.timed_out:
         return "time limit"
@@ -294,11 +324,8 @@ def score_evalplus(problem: Problem, code: str, sample: int, sandbox, timeout: f
             "import_limit": cap, "set_eq_tasks": MBPP_SET_EQ_TASKS, "not_none_tasks": MBPP_NOT_NONE_TASKS,
             "part_timeout": {part: min(cap, sum(v)) + 1 for part, v in limits.items()}}
     wall = cap + sum(task["part_timeout"].values()) + 2
-    res, got = sandbox.run_python(DRIVER.read_text(encoding="utf-8"), args=["evalplus_check"],
-                                  files={"solution.py": program, "task.pkl": pickle.dumps(task),
-                                         "expected.pkl": expected},
-                                  timeout_s=wall, collect=["result.json"])
-    out = _result_json(got, res)
+    out, res = _suite_verdict(sandbox, "evalplus", task, {"solution.py": program}, wall,
+                              runner_files={"expected.pkl": expected})
     base, plus = out.get("base") or {}, out.get("plus") or {}
     base_ok = base.get("status") == "pass"
     plus_ok = base_ok and plus.get("status") == "pass"
@@ -310,7 +337,7 @@ def score_evalplus(problem: Problem, code: str, sample: int, sandbox, timeout: f
         detail = (f"{'base' if not base_ok else 'plus'}: {failed.get('status', 'fail')}: "
                   f"{failed.get('error') or out.get('error') or _exec_note(res)}")[:300]
     return SampleResult(problem.problem_id, sample, parses(program), bool(out.get("executed")), plus_ok,
-                        n_pass, n_test, detail, passed_base=base_ok)
+                        n_pass, n_test, detail, passed_base=base_ok, hack=out.get("hack"))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -397,18 +424,42 @@ def score_bigcodebench(problem: Problem, code: str, sample: int, sandbox, timeou
     limit_s = float(cfg.get("timeout_s", 240.0))
     lim = dataclasses.replace(sandbox.limits, memory_mb=max(sandbox.limits.memory_mb, int(cfg.get("memory_mb", 8192))),
                               nproc=max(sandbox.limits.nproc, 256))
-    task = {"test": problem.tests, "timeout": limit_s}
-    res, got = sandbox.run_python(DRIVER.read_text(encoding="utf-8"), args=["bcb"],
-                                  files={"solution.py": program, "task.pkl": pickle.dumps(task)},
-                                  timeout_s=limit_s + 5, limits=lim, collect=["result.json"])
-    out = _result_json(got, res)
+    names, strict = bcb_test_names(problem.tests)
+    canary = "test_cg_canary_" + os.urandom(8).hex()
+    task = {"test": problem.tests + bcb_canary(canary), "timeout": limit_s, "canary": canary,
+            "test_names": sorted(names), "strict_names": strict, "program": program}
+    out, res = _suite_verdict(sandbox, "bcb", task, {"solution.py": BCB_CANDIDATE, "program.py": program},
+                              limit_s + 10, limits=lim)
     ok = out.get("status") == "pass"
     n = int(out.get("n") or 0)
     failed = out.get("failed") or {}
     detail = "" if ok else (out.get("error") or (f"failed: {', '.join(sorted(failed))}" if failed else "")
                             or _exec_note(res))[:300]
     return SampleResult(problem.problem_id, sample, parses(program), bool(out.get("executed")), ok,
-                        max(0, n - len(failed)) if n else 0, max(n, 1), detail)
+                        max(0, n - len(failed)) if n else 0, max(n, 1), detail, hack=out.get("hack"))
+
+
+def bcb_test_names(test_code: str) -> tuple[set[str], bool]:
+    """The ``test*`` methods of class ``TestCases`` as written, and whether that set is complete (the class's
+    bases are only ``TestCase``: no inherited tests), so that a run reporting other names is a forgery."""
+    try:
+        tree = ast.parse(test_code)
+    except SyntaxError:
+        return set(), False
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "TestCases":
+            names = {f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and f.name.startswith("test")}
+            strict = all((isinstance(b, ast.Name) and b.id == "TestCase")
+                         or (isinstance(b, ast.Attribute) and b.attr == "TestCase") for b in node.bases)
+            return names, strict
+    return set(), False
+
+
+def bcb_canary(name: str) -> str:
+    """A test added to ``TestCases`` that must fail (a harness patched to pass everything passes it)."""
+    return (f"\n\n\ndef {name}(self):\n    self.assertEqual(0, 1)\n\n\n"
+            f"TestCases.{name} = {name}\ndel {name}\n")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -543,17 +594,19 @@ def score_livecodebench(problem: Problem, code: str, sample: int, sandbox, timeo
                         cfg: Mapping) -> SampleResult:
     tests = problem.extra["lcb_tests"]
     per_test = float(cfg.get("timeout_s", 6.0))
-    task = {"tests": tests, "fn_name": problem.extra["fn_name"], "timeout": per_test, "prelude": LCB_PRELUDE}
+    program = LCB_PRELUDE + "\n" + code
+    fn_name = problem.extra["fn_name"]
+    task = {"tests": tests, "fn_name": fn_name, "timeout": per_test, "program": program,
+            "class_solution": "class Solution" in program}
     wall = min(float(cfg.get("task_timeout_s", 120.0)), per_test * len(tests) + 5) + 5
     lim = dataclasses.replace(sandbox.limits, nproc=max(sandbox.limits.nproc, 16))
-    res, got = sandbox.run_python(DRIVER.read_text(encoding="utf-8"), args=["lcb"],
-                                  files={"solution.py": code, "task.pkl": pickle.dumps(task)},
-                                  timeout_s=wall, limits=lim, collect=["result.json"])
-    out = _result_json(got, res)
+    cand = ({"solution.py": program} if fn_name is not None
+            else {"solution.py": LCB_STDIO_CANDIDATE, "program.py": program})
+    out, res = _suite_verdict(sandbox, "lcb", task, cand, wall, limits=lim)
     ok = out.get("status") == "pass"
     detail = "" if ok else f"{out.get('status', 'fail')}: {out.get('error') or _exec_note(res)}"[:300]
     return SampleResult(problem.problem_id, sample, parses(code), bool(out.get("executed")), ok,
-                        int(out.get("n_pass") or 0), len(tests), detail)
+                        int(out.get("n_pass") or 0), len(tests), detail, hack=out.get("hack"))
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -312,6 +312,29 @@ class Sandbox:
         got = {k: base64.b64decode(v) for k, v in (resp.get("collected") or {}).items()}
         return _exec_result(resp["steps"][0], self.mechanism), got
 
+    def run_suite(self, driver: str, mode: str, runner_files: Mapping[str, str | bytes],
+                  cand_files: Mapping[str, str | bytes], timeout_s: float | None = None,
+                  limits: SandboxLimits | None = None) -> tuple[ExecResult, dict]:
+        """An evaluation-suite job in two processes (docs/sandbox.md, *Evaluation harnesses*): the candidate
+        imports ``cand_files["solution.py"]`` and serves requests; the trusted runner runs ``driver`` (source text
+        of :mod:`codegrpo.eval.suite_driver`) in mode ``mode`` with ``runner_files`` in a directory only it can
+        read, and writes the verdict to a descriptor only it holds. Returns the runner's :class:`ExecResult` and
+        its parsed report (``verdict``, ``done``, ``protocol_errors``, ``bad_lines`` ...)."""
+        lim = (limits or self.limits).with_timeout(timeout_s)
+        files = {}
+        for side, group in (("tests", runner_files), ("cand", cand_files)):
+            for name, data in group.items():
+                files[f"{side}/{name}"] = (base64.b64encode(data).decode() if isinstance(data, bytes)
+                                           else _b64(data))
+        step = {"kind": "suite", "mode": mode, "driver": _b64(driver), "limits": dataclasses.asdict(lim)}
+        resp = self._submit({"steps": [step], "files": files, "collect": []}, lim.wall_s)
+        st = resp["steps"][0]
+        res = _exec_result(st, self.mechanism)
+        rep = dict(st.get("report") or {})
+        if st.get("returncode") == WRITE_FAILED:
+            rep["write_failed"] = True
+        return res, rep
+
     def compile_c(self, source: str | os.PathLike, timeout_s: float | None = None,
                   flags: Sequence[str] = ("-O0",), libs: Sequence[str] = ("-lm",),
                   limits: SandboxLimits | None = None) -> CompileResult:

@@ -153,6 +153,26 @@ def runner_child(tests_dir: str) -> int:
     return WRITE_FAILED if _WRITE_ERROR else status
 
 
+def driver_child(tests_dir: str, driver_src: str, mode: str) -> int:
+    """Runs in the forked runner of a ``suite`` job: the evaluation driver's trusted checks
+    (:func:`codegrpo.eval.suite_driver.run_runner`) with module ``solution`` as a proxy; the verdict goes to
+    the report descriptor."""
+    import builtins
+    import tempfile as _tempfile
+
+    _tempfile.tempdir = None
+    sys.dont_write_bytecode = True
+    ns = {"__name__": "_codegrpo_suite_driver", "__builtins__": builtins}
+    exec(compile(driver_src, "suite_driver.py", "exec"), ns)  # noqa: S102  (the host's own driver source)
+    try:
+        ns["run_runner"](mode, tests_dir, rpc, SOCK_FD, emit)
+    except BaseException as exc:  # noqa: BLE001  (no verdict: the host scores the sample 0)
+        emit({"runner_error": f"{type(exc).__name__}: {exc}"[:500]})
+    emit({"protocol_errors": rpc.ProtocolError.count})
+    emit({"done": True})
+    return WRITE_FAILED if _WRITE_ERROR else 0
+
+
 def candidate_child(cand_dir: str) -> int:
     """Runs in the forked candidate (limited, its own uid): import the solution and serve the runner."""
     import tempfile as _tempfile

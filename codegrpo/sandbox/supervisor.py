@@ -404,7 +404,10 @@ def _fork_part(uid: int | None, lim: dict, cwd: str, fds: dict[int, int], env: d
 
 def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: dict, files: dict) -> dict:
     """A pytest job in two processes: the candidate (``solution.py``, uid ``uids[0]``) and the trusted runner
-    (the test file, uid ``uids[1]``), joined by a socket; only the runner holds the report descriptor."""
+    (the test file, uid ``uids[1]``), joined by a socket; only the runner holds the report descriptor.
+
+    A ``suite`` step (the evaluation suites, :mod:`codegrpo.eval.suite_driver`) has the same two processes; its
+    runner runs the driver's checks (``step["driver"]``, mode ``step["mode"]``) instead of pytest."""
     import socket as _socket
 
     lim = step["limits"]
@@ -414,10 +417,20 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
     os.mkdir(cand_dir, 0o700)
     os.mkdir(work_dir)
     os.chmod(work_dir, 0o1777)  # the shared working directory (files the tests hand to the solution)
-    for d, name, mode in ((tests_dir, "test_solution.py", 0o400), (cand_dir, "solution.py", 0o400)):
+    if step["kind"] == "pytest":
+        placed = [(tests_dir, "test_solution.py", files.get("test_solution.py", "")),
+                  (cand_dir, "solution.py", files.get("solution.py", ""))]
+    else:  # "suite": ``tests/NAME`` for the runner's directory, ``cand/NAME`` for the solution's
+        placed = []
+        for key, b64 in files.items():
+            side, _, name = key.partition("/")
+            if side not in ("tests", "cand") or not name or "/" in name or name.startswith("."):
+                raise ValueError(f"bad file name {key!r}")
+            placed.append((tests_dir if side == "tests" else cand_dir, name, b64))
+    for d, name, b64 in placed:
         with open(os.path.join(d, name), "wb") as fh:
-            fh.write(base64.b64decode(files.get(name, "")))
-        os.chmod(os.path.join(d, name), mode)
+            fh.write(base64.b64decode(b64))
+        os.chmod(os.path.join(d, name), 0o400)
     pytest_driver._write_ini(tests_dir)
     outs = {}
     for d, uid in ((tests_dir, uid_t), (cand_dir, uid_c)):
@@ -444,8 +457,13 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
                           lambda: pytest_driver.candidate_child(cand_dir))
         pids.append((uid_c, cand))
         rfd = [os.open(outs[(tests_dir, n)], os.O_WRONLY | os.O_TRUNC) for n in (".stdout", ".stderr")]
+        if step["kind"] == "pytest":
+            body = lambda: pytest_driver.runner_child(tests_dir)
+        else:  # the suite driver's trusted side, from the request's source (never from a file the job can reach)
+            body = lambda: pytest_driver.driver_child(tests_dir, base64.b64decode(step["driver"]).decode(),
+                                                      str(step["mode"]))
         runner = _fork_part(uid_t, lim, work_dir, {0: null, 1: rfd[0], 2: rfd[1], 3: rep_fd, 4: s_run.fileno()},
-                            env, lambda: pytest_driver.runner_child(tests_dir))
+                            env, body)
         pids.append((uid_t, runner))
         for fd in cfd + rfd:
             os.close(fd)
@@ -532,7 +550,8 @@ def _parse_report_fd(fd: int) -> dict:
             continue
         if "test" in obj and isinstance(obj["test"], list) and len(obj["test"]) == 2:
             rep["tests"].append([str(obj["test"][0]), bool(obj["test"][1])])
-        for key in ("hello", "collected", "collect_error", "import_error", "alive", "protocol_errors", "done"):
+        for key in ("hello", "collected", "collect_error", "import_error", "alive", "protocol_errors", "done",
+                    "verdict"):
             if key in obj:
                 rep[key] = obj[key]
     return rep
@@ -565,7 +584,7 @@ def _new_uids(n: int) -> list[int]:
 def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
     private = os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1"
     job_dir = os.path.join(workspace, "job")  # one job at a time per supervisor; a fixed path (see pytest_driver.prepare_session)
-    if [s["kind"] for s in req["steps"]] == ["pytest"]:
+    if [s["kind"] for s in req["steps"]] in (["pytest"], ["suite"]):
         os.mkdir(job_dir, 0o711)
         try:
             uids = tuple(_new_uids(2)) if private else (None, None)
