@@ -61,7 +61,7 @@ def test_slices_disjoint_nonempty_and_schema(prepared):
         ei = schema.field("extra_info").type
         assert [ei.field(i).name for i in range(ei.num_fields)] == [
             "index", "split", "question_id", "reference_solution", "test_code", "entry_points",
-            "tests_import_solution"]
+            "tests_import_solution", "question"]
         assert ei.field("entry_points").type == pa.list_(pa.string())
     all_index = [e["index"] for df in frames.values() for e in df.extra_info]
     assert len(all_index) == len(set(all_index))

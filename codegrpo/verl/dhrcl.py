@@ -54,10 +54,11 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "baseline_binary": {"reward": "binary", "token_weights": "none", "curriculum": "none"},
     "baseline_pass_rate": {"reward": "pass_rate", "token_weights": "none", "curriculum": "none"},
     "baseline_static_dense": {"reward": "static_dense", "token_weights": "none", "curriculum": "none"},
+    "baseline_acecoder": {"reward": "reward_model", "token_weights": "none", "curriculum": "none"},
 }
 
 
-BASELINE_REWARDS = ("binary", "pass_rate", "static_dense")
+BASELINE_REWARDS = ("binary", "pass_rate", "static_dense", "reward_model")
 
 
 def run_name(variant: str, seed: int | None = None, model: str | None = None) -> str:
@@ -345,6 +346,8 @@ def reward_kwargs(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], token
            "ast_node_cap": r["ast_node_cap"], "timeout_s": r["timeout_s"]}
     for k, v in (r["static_weights"] or {}).items():
         out[f"static_w_{k}"] = float(v)
+    if variant_def["reward"] == "reward_model":
+        out["rm_response"] = _resolved(dcfg, "reward_model")["response"]
     if r["use_policy_tokenizer"] and tokenizer_path:
         out["tokenizer_path"] = str(tokenizer_path)
     return out
@@ -358,9 +361,16 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path) -> dict:
     if total <= 0:
         raise ValueError("dhrcl.training.total_training_steps must be set (the curriculum's step budget)")
     ccfg = curriculum_config(dcfg, vdef, total)
-    return {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
-            "curriculum": CurriculumController(ccfg).to_dict()["config"],
-            "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights")}
+    out = {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
+           "curriculum": CurriculumController(ccfg).to_dict()["config"],
+           "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights")}
+    if vdef["reward"] == "reward_model":  # the run starts the RM's scoring server (stages.run_services)
+        rm = _resolved(dcfg, "reward_model")
+        if not rm.get("model"):
+            raise ValueError(f"dhrcl: variant {variant!r} scores with a reward model, but dhrcl.reward_model.model "
+                             "is not set (a hub id such as TIGER-Lab/AceCodeRM-7B, or a folder)")
+        out["reward_model"] = rm
+    return out
 
 
 def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_model: str) -> list[str]:
