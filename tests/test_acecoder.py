@@ -147,7 +147,9 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
     max_prompt = learning._prompt_tokens(tmp_path / "tiny", [p["prompt"] for p in problems]) + 8
     run_cfg = learning.curriculum_config(cfg, max_prompt)
     d = run_cfg["dhrcl"]
-    d["training"].update(total_training_steps=2, total_epochs=2, save_freq=2, n=2, max_response_length=24)
+    d["training"].update(total_training_steps=2, total_epochs=2, save_freq=2, n=2, max_response_length=24,
+                         train_batch_size=2, ppo_mini_batch_size=2, ppo_micro_batch_size_per_gpu=2,
+                         ref_log_prob_micro_batch_size_per_gpu=2, rollout_log_prob_micro_batch_size_per_gpu=2)
     d["reward_model"] = {"model": str(tiny_rm), "batch_size": 4}
     run_dir = tmp_path / "runs" / "dhrcl-baseline_acecoder-seed0"
     with shared_ray.joined():
@@ -158,7 +160,7 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
         assert (run_dir / name).is_file(), name
     assert done["variant"] == "baseline_acecoder" and done["transitions"] == []
     settings = json.loads((run_dir / "settings.json").read_text())
-    assert settings["extra"]["reward_model"]["model"] == str(tiny_rm)
+    assert settings["settings"]["extra"]["reward_model"]["model"] == str(tiny_rm)
     assert settings["served"]["reward_model"]["api_base"].startswith("http://127.0.0.1:")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = [r for r in rows if isinstance(r.get("step"), int) and r["step"] >= 1 and "reward/score/mean" in r]

@@ -151,8 +151,8 @@ class RewardModelScorer:
                 ids[i, :len(row)] = torch.tensor(row)
                 mask[i, :len(row)] = 1
             with torch.no_grad():
-                hidden = self.backbone(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)
-                                       ).last_hidden_state
+                hidden = self.backbone(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                       use_cache=False).last_hidden_state
                 last = hidden[torch.arange(len(chunk)), mask.sum(dim=-1).to(self.device) - 1]
                 values = self.head(last.to(self.head.weight.dtype)).squeeze(-1)
             out.extend(float(v) for v in values.float().cpu())
@@ -227,10 +227,11 @@ def client_from_run(overrides: Mapping[str, Any] | None = None) -> RewardModelCl
     kw = dict(overrides or {})
     served: dict = {}
     section: dict = {}
-    if runsettings.settings_path():
-        doc = runsettings.load()
+    path = runsettings.settings_path()
+    if path:
+        doc = runsettings.read_document(path)
         served = dict((doc.get("served") or {}).get("reward_model") or {})
-        section = dict((doc.get("extra") or {}).get("reward_model") or {})
+        section = dict((doc["settings"].get("extra") or {}).get("reward_model") or {})
     api_base = kw.get("rm_api_base") or served.get("api_base")
     if not api_base:
         raise RewardModelError("the reward-model variant needs a scoring server: none recorded under "

@@ -89,15 +89,28 @@ def model_entries(dcfg: Mapping[str, Any]) -> list[dict]:
     return out
 
 
-def model_cfg(cfg: Mapping[str, Any], model: str | None) -> dict:
-    """The config of model ``model``'s runs: ``dhrcl.init`` its init, ``dhrcl.training`` with its overrides."""
-    if model is None:
-        return dict(cfg)
-    dcfg = cfg["dhrcl"]
-    entry = next((m for m in model_entries(dcfg) if m["name"] == model), None)
-    if entry is None:
-        raise ValueError(f"dhrcl: unknown model {model!r}; configured: {[m['name'] for m in model_entries(dcfg)]}")
-    return {**cfg, "dhrcl": {**dcfg, "init": entry["init"], "training": {**dcfg["training"], **entry["training"]}}}
+def model_cfg(cfg: Mapping[str, Any], model: str | None, variant: str | None = None) -> dict:
+    """The config of model ``model``'s runs: ``dhrcl.init`` its init, ``dhrcl.training`` with its overrides; for
+    a ``variant`` that scores with a reward model, ``dhrcl.reward_model.training`` laid over those (room on the GPU
+    for the RM's server)."""
+    out = dict(cfg)
+    if model is not None:
+        dcfg = cfg["dhrcl"]
+        entry = next((m for m in model_entries(dcfg) if m["name"] == model), None)
+        if entry is None:
+            raise ValueError(f"dhrcl: unknown model {model!r}; configured: "
+                             f"{[m['name'] for m in model_entries(dcfg)]}")
+        out["dhrcl"] = {**dcfg, "init": entry["init"], "training": {**dcfg["training"], **entry["training"]}}
+    if variant is not None:
+        d = out["dhrcl"]
+        rm_training = dict((d.get("reward_model") or {}).get("training") or {})
+        if rm_training and resolve_variant(d, variant)["reward"] == "reward_model":
+            bad = sorted(set(rm_training) - set(d["training"]))
+            if bad:
+                raise ValueError(f"dhrcl.reward_model.training: unknown key(s) {bad}; the keys are those of "
+                                 f"dhrcl.training")
+            out["dhrcl"] = {**d, "training": {**d["training"], **rm_training}}
+    return out
 
 
 def plan_runs(cfg: Mapping[str, Any], seeds: Sequence[int] | None = None) -> dict[str, dict]:
@@ -433,7 +446,7 @@ def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[
     model of ``dhrcl.models``), writing its settings.json (validate with ``.validate()``)."""
     from codegrpo.verl import stages
 
-    cfg = _seeded(model_cfg(cfg, model), seed)
+    cfg = _seeded(model_cfg(cfg, model, variant), seed)
     hook = DhrclHook(variant)
     run_dir = Path(run_dir).resolve()
     settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model),
@@ -457,6 +470,6 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
     """
     from codegrpo.verl.stages import run_grpo
 
-    cfg = _seeded(model_cfg(cfg, model), seed)
+    cfg = _seeded(model_cfg(cfg, model, variant), seed)
     return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model), train_files=train_files,
                     val_files=val_files, init_model=init_model, run_dir=run_dir, hook=DhrclHook(variant))
