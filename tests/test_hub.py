@@ -36,6 +36,7 @@ def test_refs_of_the_paper_config(paper, local):
                               ("dhrcl.models[Qwen3-4B].init", "Qwen/Qwen3-4B"),
                               ("dhrcl.models[Qwen3-8B].init", "Qwen/Qwen3-8B"),
                               ("dhrcl.models[Qwen3-14B].init", "Qwen/Qwen3-14B"),
+                              ("dhrcl.reward_model.model", "TIGER-Lab/AceCodeRM-7B"),
                               ("embedding.server_model_path", "Qwen/Qwen3-Embedding-0.6B")]
     # the generated SK2Decompile data's source and the KodCode release (each into its own cache_dir, as the data
     # jobs load them), the BigCodeBench sets, and LiveCodeBench's files of release_v6
