@@ -80,6 +80,7 @@ def test_row_content(prepared, data_dir):
     assert r.reward_model == {"style": "rule", "ground_truth": src["test_code"]}
     assert r.extra_info["reference_solution"] == src["solution"] and r.extra_info["test_code"] == src["test_code"]
     assert list(r.extra_info["entry_points"]) == ["interleave_strings"]
+    assert r.extra_info["question"] == src["question"]  # the reward model's user turn (baseline_acecoder)
     assert r.extra_info["tests_import_solution"]
     # test_info null: entry points are what the tests import from solution
     cls = rows["Algorithm_00000008_I"]
