@@ -131,6 +131,50 @@ def test_paper_config_plans_the_acecoder_baseline():
     assert ("dhrcl.reward_model.model", "TIGER-Lab/AceCodeRM-7B") in hub.hub_refs(paper)["models"]
 
 
+def test_reward_reads_the_runs_endpoint(tmp_path, monkeypatch):
+    """In verl's reward process the client comes from the run's settings.json: served.reward_model (written by
+    run_services) and settings.extra.reward_model; a dead server is an error naming it, never a score."""
+    doc = {"fingerprint": "x", "settings": {"extra": {"reward_model": {"model": "m", "timeout_s": 5,
+                                                                          "max_retries": 0, "request_batch": 3}}},
+           "served": {"reward_model": {"api_base": "http://127.0.0.1:9/v1", "model": "served-m"}}}
+    (tmp_path / "settings.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("CODEGRPO_RUN_SETTINGS", str(tmp_path / "settings.json"))
+    client = rm.client_from_run()
+    assert (client.api_base, client.model, client.max_retries, client.batch_size) == \
+        ("http://127.0.0.1:9/v1", "served-m", 0, 3)
+    with pytest.raises(rm.RewardModelError, match=r"http://127.0.0.1:9/v1.*failed 1 times"):
+        client.score([("q", "r")])
+    doc["served"] = {}
+    (tmp_path / "settings.json").write_text(json.dumps(doc))
+    with pytest.raises(rm.RewardModelError, match="served.reward_model"):
+        rm.client_from_run()
+
+
+def test_reward_model_runs_get_their_training_overrides(tmp_path):
+    """dhrcl.reward_model.training reaches the verl launch of the reward-model runs only (paper config: a smaller
+    rollout share beside the RM server)."""
+    from codegrpo.verl import dhrcl as vd
+
+    cfg = load_config(REPO / "config" / "paper.yaml")
+
+    def launch(variant):
+        la = vd.dhrcl_launch(cfg, variant, train_files=str(tmp_path / "t.parquet"),
+                             val_files=str(tmp_path / "v.parquet"), init_model="Qwen/Qwen3-8B",
+                             run_dir=tmp_path / variant, seed=0, model="Qwen3-8B")
+        return la.validate()
+
+    ace, full = launch("baseline_acecoder"), launch("full")
+    assert ace.actor_rollout_ref.rollout.gpu_memory_utilization == 0.4
+    assert ace.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 4
+    assert full.actor_rollout_ref.rollout.gpu_memory_utilization == 0.6
+    assert ace.custom_reward_function.reward_kwargs.variant == "reward_model"
+    settings = json.loads((tmp_path / "baseline_acecoder" / "settings.json").read_text())["settings"]
+    assert settings["extra"]["reward_model"]["model"] == "TIGER-Lab/AceCodeRM-7B"
+    cfg["dhrcl"]["reward_model"]["training"] = {"no_such_key": 1}
+    with pytest.raises(ValueError, match="dhrcl.reward_model.training: unknown key"):
+        launch("baseline_acecoder")
+
+
 # ---------------------------------------------------------------------------------------------- slow
 @pytest.mark.slow
 def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
