@@ -285,6 +285,16 @@ def test_reward_model_server_memory_is_counted_on_its_gpu(paper_cfg, tmp_path):
     assert not any("baseline_acecoder" in p for p in budget.build_budget(cfg)["problems"])
 
 
+def test_reward_model_estimate_covers_the_h200_measurement():
+    """benchmarks/rm_memory_probe.py on one H200: the real scorer in AceCodeRM-7B's shape (bf16, 4 x 6144 tokens)."""
+    m = json.loads((ROOT / "docs" / "measurements" / "rm_memory_probe_h200.json").read_text())
+    est = budget.reward_model_memory({}, {"model": "TIGER-Lab/AceCodeRM-7B", "dtype": m["dtype"],
+                                          "batch_size": m["batch_size"], "max_length": m["max_length"]})
+    assert est["weights_gb"] == pytest.approx(m["weights_bytes"] / 1e9, rel=0.01)
+    assert est["activations_gb"] == pytest.approx(m["activation_peak_bytes"] / 1e9, rel=0.05)
+    assert m["peak_reserved_bytes"] / 1e9 <= est["peak_gb"] <= 1.1 * m["peak_reserved_bytes"] / 1e9
+
+
 def test_cpu_default_plan(tmp_path):
     cfg = load_config(ROOT / "config.yaml", check_files=False)
     cfg["results_dir"] = str(tmp_path)
