@@ -120,6 +120,34 @@ def test_variant_needs_a_configured_checkpoint(tmp_path):
     assert "reward_model" not in dhrcl_settings(cfg, "baseline_pass_rate", tmp_path)
 
 
+def test_tiny_reward_model_comes_from_the_workflow(tmp_path, snakemake_bin):
+    """dhrcl.reward_model.model: tiny (the rehearsal's choice) is the folder rule tiny_reward_model builds; the run
+    gets its path, never the word."""
+    import subprocess
+
+    import yaml
+
+    from codegrpo.verl import dhrcl as vd
+
+    cfg = load_config(REPO / "config.yaml", check_files=False)
+    cfg["dhrcl"]["reward_model"] = {"model": "tiny"}
+    assert vd.needs_tiny_reward_model(cfg["dhrcl"], "baseline_acecoder")
+    assert not vd.needs_tiny_reward_model(cfg["dhrcl"], "full")
+    with pytest.raises(ValueError, match="rule tiny_reward_model builds"):
+        vd.dhrcl_settings(cfg, "baseline_acecoder", tmp_path)
+    s = vd.dhrcl_settings(vd.with_reward_model(cfg, tmp_path / "rm"), "baseline_acecoder", tmp_path)
+    assert s["reward_model"]["model"] == str((tmp_path / "rm").resolve())
+    overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs"),
+               "dhrcl": {"runs": ["baseline_acecoder", "full"], "reward_model": {"model": "tiny"}}}
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    out = subprocess.run([snakemake_bin, "-n", "dhrcl", "--configfile", str(tmp_path / "overlay.yaml"), "--quiet",
+                          "rules"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    counts = {p[0]: int(p[1]) for p in (line.split() for line in out.stdout.splitlines())
+              if len(p) == 2 and p[1].isdigit()}
+    assert counts.get("tiny_reward_model") == 1 and counts.get("dhrcl_train") == 2
+
+
 def test_paper_config_plans_the_acecoder_baseline():
     from codegrpo import hub
     from codegrpo.verl.dhrcl import plan_runs

@@ -145,6 +145,26 @@ def resolve_variant(dcfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
     return v
 
 
+TINY_REWARD_MODEL = "tiny"  # dhrcl.reward_model.model: the offline tiny RM the workflow builds (rule tiny_reward_model)
+
+
+def uses_reward_model(dcfg: Mapping[str, Any], variant: str) -> bool:
+    """Variant ``variant`` scores with the learned reward model (``dhrcl.reward_model``)."""
+    return resolve_variant(dcfg, variant)["reward"] == "reward_model"
+
+
+def needs_tiny_reward_model(dcfg: Mapping[str, Any], variant: str) -> bool:
+    """The variant's reward model is the tiny one the workflow builds (``dhrcl.reward_model.model: tiny``)."""
+    return uses_reward_model(dcfg, variant) and (dcfg.get("reward_model") or {}).get("model") == TINY_REWARD_MODEL
+
+
+def with_reward_model(cfg: Mapping[str, Any], path: str | os.PathLike) -> dict:
+    """``cfg`` with ``dhrcl.reward_model.model`` set to the folder ``path`` (the built tiny RM)."""
+    d = dict(cfg["dhrcl"])
+    d["reward_model"] = {**dict(d.get("reward_model") or {}), "model": str(Path(path).resolve())}
+    return {**cfg, "dhrcl": d}
+
+
 def loss_mode(token_weights: str) -> str:
     if token_weights == "none":
         return "vanilla"
@@ -382,6 +402,9 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path) -> dict:
         if not rm.get("model"):
             raise ValueError(f"dhrcl: variant {variant!r} scores with a reward model, but dhrcl.reward_model.model "
                              "is not set (a hub id such as TIGER-Lab/AceCodeRM-7B, or a folder)")
+        if rm["model"] == TINY_REWARD_MODEL:
+            raise ValueError("dhrcl.reward_model.model: tiny is the folder rule tiny_reward_model builds; pass its "
+                             "path (codegrpo.verl.dhrcl.with_reward_model)")
         out["reward_model"] = rm
     return out
 
