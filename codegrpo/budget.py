@@ -166,6 +166,8 @@ KNOWN_MODELS: dict[str, ModelSpec] = {
     "Qwen/Qwen3-4B": ModelSpec("Qwen3-4B", 36, 2560, 32, 8, 128, 9728, 151936, tied=True, qk_norm=True),
     "Qwen/Qwen3-8B": ModelSpec("Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, qk_norm=True),
     "Qwen/Qwen3-14B": ModelSpec("Qwen3-14B", 40, 5120, 40, 8, 128, 17408, 151936, qk_norm=True),
+    # AceCodeRM-7B: Qwen2.5-Coder-7B-Instruct (its config.json) plus a value head (3,585 parameters, not counted)
+    "TIGER-Lab/AceCodeRM-7B": ModelSpec("AceCodeRM-7B", 28, 3584, 28, 4, 128, 18944, 152064),
     "Qwen/Qwen3-Embedding-0.6B": ModelSpec("Qwen3-Embedding-0.6B", 28, 1024, 16, 8, 128, 3072, 151669, tied=True,
                                            qk_norm=True),
 }
@@ -219,6 +221,29 @@ def server_memory_fraction(embedding: Mapping) -> float:
 
     m = re.search(r"--gpu-memory-utilization[ =]([0-9.]+)", str(embedding.get("server_command") or ""))
     return float(m.group(1)) if m else 0.9
+
+
+RM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def reward_model_memory(cfg: Mapping, rm: Mapping) -> dict:
+    """GPU memory (GB) of a reward-model scoring server (:mod:`codegrpo.rm_server`) on its one GPU: the backbone's
+    weights in its dtype (the server loads no ``lm_head``), one forward pass over ``batch_size`` chats of
+    ``max_length`` tokens without a KV cache (per token: the residual stream and attention output, 4 x hidden,
+    and the SwiGLU MLP's three ffn-wide tensors) and 1 GB of CUDA context; ``gpu_memory_gb`` overrides it."""
+    if rm.get("gpu_memory_gb") is not None:
+        return {"model": rm.get("model"), "peak_gb": float(rm["gpu_memory_gb"]), "source": "gpu_memory_gb"}
+    spec = model_spec(cfg, str(rm.get("model") or ""))
+    if spec is None:
+        return {"model": rm.get("model"), "peak_gb": None,
+                "source": "unknown architecture (set dhrcl.reward_model.gpu_memory_gb)"}
+    b = RM_DTYPE_BYTES[str(rm.get("dtype") or "float32")]
+    backbone = spec.params - (0 if spec.tied else spec.vocab * spec.hidden)
+    tokens = int(rm.get("batch_size") or 8) * int(rm.get("max_length") or 8192)
+    weights = b * backbone
+    act = tokens * (4 * spec.hidden + 3 * spec.ffn) * b
+    return {"model": rm.get("model"), "weights_gb": weights / GB, "activations_gb": act / GB,
+            "tokens_per_pass": tokens, "peak_gb": (weights + act) / GB + 1.0, "source": "estimate"}
 
 
 def gpu_peak_tflops(cfg: Mapping) -> float:
@@ -447,6 +472,10 @@ def _job(cfg: Mapping, run: str, stage: str, path: str, s: Mapping, model: str, 
         emb = cfg.get("embedding") or {}
         if stage == "skin_rl" and emb.get("serve") and gpu_gb:
             extra = server_memory_fraction(emb) * gpu_gb  # the server shares a training GPU
+        rm = _reward_model_section(cfg, run) if stage == "dhrcl" else None
+        if rm is not None:  # the reward-model server shares a training GPU
+            job["reward_model"] = reward_model_memory(cfg, rm)
+            extra += job["reward_model"]["peak_gb"] or 0.0
         job["memory"] = rl_memory(spec, s, world, gpu_gb, extra_gb=extra)
         roll, train = _rl_flops(spec.params, s)
         peak = gpu_peak_tflops(cfg) * 1e12
@@ -458,6 +487,17 @@ def _job(cfg: Mapping, run: str, stage: str, path: str, s: Mapping, model: str, 
     job["gpu_hours"] = secs * world / 3600.0
     job["wall_hours"] = secs / 3600.0
     return job
+
+
+def _reward_model_section(cfg: Mapping, run: str) -> dict | None:
+    """The resolved ``dhrcl.reward_model`` of DHRCL run ``run`` when its variant scores with a reward model."""
+    from codegrpo.runsettings import schema_defaults
+    from codegrpo.verl.dhrcl import plan_runs, resolve_variant
+
+    dcfg = cfg["dhrcl"]
+    if resolve_variant(dcfg, plan_runs(cfg)[run]["variant"])["reward"] != "reward_model":
+        return None
+    return {**schema_defaults("dhrcl", "reward_model"), **dict(dcfg.get("reward_model") or {})}
 
 
 def curriculum_plan(cfg: Mapping, run: str) -> dict:
@@ -499,7 +539,7 @@ def plan_jobs(cfg: Mapping, *, use_files: bool = True) -> list[dict]:
         from codegrpo.verl.dhrcl import model_cfg, plan_runs
 
         for run, r in plan_runs(cfg).items():
-            mcfg = model_cfg(cfg, r["model"])
+            mcfg = model_cfg(cfg, r["model"], r["variant"])
             job = _job(mcfg, run, "dhrcl", "dhrcl.training", mcfg["dhrcl"]["training"], r["init"], "dhrcl", "rl",
                        gpu_gb, use_files)
             if r["model"] is not None:  # the keys this size overrides are changed in its own entry

@@ -7,8 +7,8 @@ every model and dataset the configuration names by hub id into one cache (``hub.
 inherits: local jobs as child processes, SLURM jobs through ``sbatch --export=ALL``).
 
 * :func:`hub_refs`: (config key, hub id) of every model (``model.base``, ``sft.import.*``, ``<rl stage>.import``,
-  ``dhrcl.init``, ``dhrcl.training.import``, ``embedding.server_model_path`` when served, the embedding
-  ``local_model_path`` of the reward and of ``evaluate.decompile``, ``hub.models``), every dataset loaded with
+  ``dhrcl.init``, ``dhrcl.training.import``, ``dhrcl.reward_model.model``, ``embedding.server_model_path`` when
+  served, the embedding ``local_model_path`` of the reward and of ``evaluate.decompile``, ``hub.models``), every dataset loaded with
   ``datasets`` (``hub.datasets``, ``data.generate.source`` when the data is generated, ``data.kodcode.source``,
   the BigCodeBench sources of ``evaluate.codegen``) and the dataset files read one by one (LiveCodeBench);
 * :func:`prefetch`: ``huggingface_hub.snapshot_download`` for the models and dataset files,
@@ -138,6 +138,8 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple]]:
             models.append((f"dhrcl.models[{m['name']}].init", m["init"]))
     if (dh.get("training") or {}).get("import"):
         models.append(("dhrcl.training.import", dh["training"]["import"]))
+    if (dh.get("reward_model") or {}).get("model"):  # the reward-model variants' scoring server
+        models.append(("dhrcl.reward_model.model", dh["reward_model"]["model"]))
     emb = cfg.get("embedding") or {}
     if emb.get("serve") and emb.get("server_model_path"):
         models.append(("embedding.server_model_path", emb["server_model_path"]))

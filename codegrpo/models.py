@@ -200,6 +200,30 @@ def build_tiny_model(
     return Path(out_dir)
 
 
+def build_tiny_reward_model(out_dir: str | os.PathLike, texts: Sequence[str], vocab_size: int = 1024, seed: int = 0,
+                            hidden_size: int = 64, num_layers: int = 2,
+                            value_head_prefix: str = "v_head.summary") -> Path:
+    """A tiny reward model in AceCodeRM's layout (:mod:`codegrpo.rewards.reward_model`): the tiny Qwen2 causal
+    LM of :func:`build_tiny_model` plus a scalar value head ``<value_head_prefix>.weight`` (1, hidden) and
+    ``.bias`` (1,) in the same ``model.safetensors``. Fully offline; random weights (seeded)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    build_tiny_model(out_dir, texts, arch="qwen2", vocab_size=vocab_size, seed=seed, hidden_size=hidden_size,
+                     num_layers=num_layers)
+    weights = Path(out_dir) / "model.safetensors"
+    tensors = load_file(str(weights))
+    gen = torch.Generator().manual_seed(seed + 1)
+    tensors[f"{value_head_prefix}.weight"] = torch.randn((1, hidden_size), generator=gen) / hidden_size ** 0.5
+    tensors[f"{value_head_prefix}.bias"] = torch.randn((1,), generator=gen)
+    tmp = weights.with_suffix(".tmp")
+    save_file(tensors, str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, weights)
+    meta = json.loads((Path(out_dir) / "tiny_model.json").read_text())
+    (Path(out_dir) / "tiny_model.json").write_text(json.dumps({**meta, "value_head": value_head_prefix}, indent=2))
+    return Path(out_dir)
+
+
 def load_model(path: str | os.PathLike, device: str = "cpu"):
     """(model, tokenizer) from a Hugging Face folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -33,6 +33,9 @@ from codegrpo.procgroup import popen_group, stop_group
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_SERVER_COMMAND = "{python} -m codegrpo.embed_server --host {host} --port {port} --served-model-name {model}"
+RM_SERVER_COMMAND = ("{python} -m codegrpo.rm_server --host {host} --port {port} --model-path {model_path} "
+                     "--served-model-name {model} --value-head-prefix {value_head_prefix} --dtype {dtype} "
+                     "--device {device} --max-length {max_length} --batch-size {batch_size}")
 
 
 class ServiceError(RuntimeError):
@@ -194,4 +197,36 @@ def embedding_service(
         env=env, log_path=log_path, name=f"embedding server ({command[0]})", exports=exports,
     )
     svc.endpoint = endpoint
+    return svc
+
+
+def reward_model_service(section: Mapping[str, Any], log_path: str | os.PathLike | None = None,
+                         port: int | None = None) -> ManagedService:
+    """A :class:`ManagedService` for a DHRCL run's ``reward_model`` settings (``dhrcl.reward_model``, resolved):
+    the project's scoring server (:mod:`codegrpo.rm_server`) over ``model`` (hub id or folder) on ``device``.
+    ``service.endpoint`` (api_base, model) is what the reward's client needs (recorded under
+    ``served.reward_model`` in the run's settings.json)."""
+    if not section.get("model"):
+        raise ServiceError("dhrcl.reward_model.model is not set: a reward-model variant needs a checkpoint")
+    host = LOOPBACK
+    port = int(port or section.get("server_port") or 0) or free_port(host)
+    template = section.get("server_command") or RM_SERVER_COMMAND
+    name = str(section.get("served_name") or section["model"])
+    fields = {"python": shlex.quote(sys.executable), "host": host, "port": port, "model": shlex.quote(name),
+              "model_path": shlex.quote(str(section["model"]))}
+    for key in ("value_head_prefix", "dtype", "device", "max_length", "batch_size"):
+        fields[key] = shlex.quote(str(section[key]))
+    try:
+        command = shlex.split(template.format(**fields))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ServiceError(f"dhrcl.reward_model.server_command {template!r}: bad template ({exc}); "
+                           f"placeholders: {sorted(fields)}") from exc
+    api_base = f"http://{host}:{port}/v1"
+    env = {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+    if section.get("cuda_visible_devices") is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(section["cuda_visible_devices"])
+    svc = ManagedService(command, ready_url=f"{api_base}/models",
+                         ready_timeout_s=float(section.get("server_ready_timeout_s") or 600),
+                         env=env, log_path=log_path, name=f"reward-model server ({name})")
+    svc.endpoint = {"api_base": api_base, "model": name}
     return svc

@@ -20,6 +20,7 @@ rule dhrcl_train:
         train=res("data", "kodcode", "train.parquet"),
         val=res("data", "kodcode", "val.parquet"),
         init=lambda w: base_model_input() if dhrcl_from_base(w.run) else [],
+        rm=lambda w: dhrcl_reward_model_input(w.run),
     output:
         done=res("runs", "{run}", "done.json"),
         hf=directory(res("runs", "{run}", "hf")),
@@ -49,6 +50,26 @@ rule dhrcl_train:
         run_dir=lambda w: res("runs", w.run),
     script:
         "../workflow_scripts/dhrcl_train.py"
+
+
+# the offline tiny reward model of the reward-model variants (dhrcl.reward_model.model: tiny; docs/dhrcl.md)
+rule tiny_reward_model:
+    input:
+        res("data", "kodcode", "train.parquet"),
+    output:
+        directory(res("models", "tiny_rm")),
+    log:
+        logpath("tiny_reward_model", "tiny_reward_model.log"),
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        **stage_resources("dhrcl"),
+    params:
+        tiny=config["model"]["tiny"],
+        seed=config["seed"],
+    script:
+        "../workflow_scripts/tiny_reward_model.py"
 
 
 rule dhrcl:

@@ -2,6 +2,7 @@
 # Included by rules/sft.smk (which the Snakefile includes before rl.smk and dhrcl.smk).
 from codegrpo.verl.dhrcl import plan_runs as dhrcl_plan_runs
 from codegrpo.verl.dhrcl import run_name as dhrcl_run
+from codegrpo.verl.dhrcl import needs_tiny_reward_model
 
 
 def training_cfg(*sections):
@@ -107,6 +108,12 @@ def dhrcl_runs(seeds=None):
     """DHRCL run names (dhrcl-<variant>-seed<seed>) of every configured variant at the given seeds (default:
     every seed of dhrcl.seeds)."""
     return list(dhrcl_plan_runs(config, seeds))
+
+
+def dhrcl_reward_model_input(run):
+    """The tiny reward model folder when run's variant scores with dhrcl.reward_model.model: tiny, else nothing."""
+    tiny = needs_tiny_reward_model(config["dhrcl"], DHRCL_PLAN[run]["variant"])
+    return [res("models", "tiny_rm")] if tiny else []
 
 
 def dhrcl_from_base(run):

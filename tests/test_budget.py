@@ -224,7 +224,7 @@ def test_memory_model_covers_what_a_gpu_measured(shape, hub_id):
 
 @pytest.mark.parametrize("hub_id,card", [("LLM4Binary/llm4decompile-6.7b-v2", 6.7), ("Qwen/Qwen3-4B", 4.0),
                                          ("Qwen/Qwen3-8B", 8.2), ("Qwen/Qwen3-14B", 14.8),
-                                         ("Qwen/Qwen3-Embedding-0.6B", 0.6)])
+                                         ("Qwen/Qwen3-Embedding-0.6B", 0.6), ("TIGER-Lab/AceCodeRM-7B", 7.6)])
 def test_parameter_counts_match_the_model_cards(hub_id, card):
     assert budget.KNOWN_MODELS[hub_id].params / 1e9 == pytest.approx(card, abs=0.05)
 
@@ -261,6 +261,38 @@ def test_paper_rl_stages_fit_80_gb_and_would_not_without_gradient_checkpointing(
     cfg = _cfg(paper_cfg, tmp_path, **{"skin_rl.gpu_memory_utilization": 0.8})
     assert any(p.startswith("skin_rl:") and "skin_rl.gpu_memory_utilization" in p
                for p in budget.build_budget(cfg)["problems"])
+
+
+def test_reward_model_server_memory_is_counted_on_its_gpu(paper_cfg, tmp_path):
+    """baseline_acecoder's scoring server (AceCodeRM-7B, bf16, no lm_head) holds memory on a training GPU."""
+    b = budget.build_budget(_cfg(paper_cfg, tmp_path))
+    ace = next(j for j in b["jobs"] if j["run"] == "dhrcl-Qwen3-8B-baseline_acecoder-seed0")
+    full = next(j for j in b["jobs"] if j["run"] == "dhrcl-Qwen3-8B-full-seed0")
+    spec = budget.KNOWN_MODELS["TIGER-Lab/AceCodeRM-7B"]
+    rm = ace["reward_model"]
+    assert rm["weights_gb"] == pytest.approx(2 * (spec.params - 152064 * 3584) / 1e9)  # ~14.1 GB
+    assert rm["activations_gb"] == pytest.approx(4 * 6144 * (4 * 3584 + 3 * 18944) * 2 / 1e9)
+    assert rm["peak_gb"] == pytest.approx(rm["weights_gb"] + rm["activations_gb"] + 1.0)
+    assert ace["memory"]["overhead_gb"] == pytest.approx(full["memory"]["overhead_gb"] + rm["peak_gb"])
+    assert "reward_model" not in full and ace["memory"]["fits"] is True
+    # the runs' own training overrides (a smaller rollout share, half log-prob micro-batches) make it fit
+    assert ace["memory"]["rollout_engine_gb"] == pytest.approx(0.4 * 80)
+    cfg = _cfg(paper_cfg, tmp_path)
+    cfg["dhrcl"]["reward_model"] = {**cfg["dhrcl"]["reward_model"], "training": {}}
+    problems = budget.build_budget(cfg)["problems"]
+    assert any(p.startswith("dhrcl-Qwen3-8B-baseline_acecoder-seed0:") for p in problems), problems
+    cfg["dhrcl"]["reward_model"]["gpu_memory_gb"] = 0.0  # a server that held nothing would fit
+    assert not any("baseline_acecoder" in p for p in budget.build_budget(cfg)["problems"])
+
+
+def test_reward_model_estimate_covers_the_h200_measurement():
+    """benchmarks/rm_memory_probe.py on one H200: the real scorer in AceCodeRM-7B's shape (bf16, 4 x 6144 tokens)."""
+    m = json.loads((ROOT / "docs" / "measurements" / "rm_memory_probe_h200.json").read_text())
+    est = budget.reward_model_memory({}, {"model": "TIGER-Lab/AceCodeRM-7B", "dtype": m["dtype"],
+                                          "batch_size": m["batch_size"], "max_length": m["max_length"]})
+    assert est["weights_gb"] == pytest.approx(m["weights_bytes"] / 1e9, rel=0.01)
+    assert est["activations_gb"] == pytest.approx(m["activation_peak_bytes"] / 1e9, rel=0.05)
+    assert m["peak_reserved_bytes"] / 1e9 <= est["peak_gb"] <= 1.1 * m["peak_reserved_bytes"] / 1e9
 
 
 def test_cpu_default_plan(tmp_path):

@@ -61,7 +61,7 @@ def test_slices_disjoint_nonempty_and_schema(prepared):
         ei = schema.field("extra_info").type
         assert [ei.field(i).name for i in range(ei.num_fields)] == [
             "index", "split", "question_id", "reference_solution", "test_code", "entry_points",
-            "tests_import_solution"]
+            "tests_import_solution", "question"]
         assert ei.field("entry_points").type == pa.list_(pa.string())
     all_index = [e["index"] for df in frames.values() for e in df.extra_info]
     assert len(all_index) == len(set(all_index))
@@ -80,6 +80,7 @@ def test_row_content(prepared, data_dir):
     assert r.reward_model == {"style": "rule", "ground_truth": src["test_code"]}
     assert r.extra_info["reference_solution"] == src["solution"] and r.extra_info["test_code"] == src["test_code"]
     assert list(r.extra_info["entry_points"]) == ["interleave_strings"]
+    assert r.extra_info["question"] == src["question"]  # the reward model's user turn (baseline_acecoder)
     assert r.extra_info["tests_import_solution"]
     # test_info null: entry points are what the tests import from solution
     cls = rows["Algorithm_00000008_I"]

@@ -288,7 +288,8 @@ def test_tiny_model_sampling_end_to_end(kodcode_heldout, tmp_path, repo_root):
 @pytest.mark.parametrize("variant, setting", [("full", "reconstructed"), ("no_ast", "ablation (reconstructed)"),
                                               ("uniform_weights", "ablation (reconstructed)"),
                                               ("baseline_pass_rate", "baseline (same trainer)"),
-                                              ("baseline_binary", "baseline (same trainer)")])
+                                              ("baseline_binary", "baseline (same trainer)"),
+                                              ("baseline_acecoder", "baseline (same trainer)")])
 def test_describe_run_reads_run_settings(tmp_path, paper, variant, setting):
     """The table setting of a run from the DHRCL settings its training wrote (the paper config's variants)."""
     from codegrpo.verl.dhrcl import dhrcl_settings

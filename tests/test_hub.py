@@ -36,6 +36,7 @@ def test_refs_of_the_paper_config(paper, local):
                               ("dhrcl.models[Qwen3-4B].init", "Qwen/Qwen3-4B"),
                               ("dhrcl.models[Qwen3-8B].init", "Qwen/Qwen3-8B"),
                               ("dhrcl.models[Qwen3-14B].init", "Qwen/Qwen3-14B"),
+                              ("dhrcl.reward_model.model", "TIGER-Lab/AceCodeRM-7B"),
                               ("embedding.server_model_path", "Qwen/Qwen3-Embedding-0.6B")]
     # the generated SK2Decompile data's source and the KodCode release (each into its own cache_dir, as the data
     # jobs load them), the BigCodeBench sets, and LiveCodeBench's files of release_v6
@@ -70,7 +71,7 @@ def test_refs_imports_extras_and_sources(paper, tmp_path):
     refs = hub.hub_refs(cfg)
     assert [k for k, _ in refs["models"]] == ["model.base", "sft.import.skeleton", "skin_rl.import",
                                               "dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-14B].init",
-                                              "embedding.server_model_path",
+                                              "dhrcl.reward_model.model", "embedding.server_model_path",
                                               "evaluate.decompile.embedding.local_model_path", "hub.models[0]"]
     assert refs["datasets"] == [("hub.datasets[0]", "org/more-rows", None),
                                 ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
@@ -131,6 +132,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     cfg["model"]["base"] = MODEL_ID
     cfg["dhrcl"]["init"] = "base"
     cfg["dhrcl"]["models"] = []  # one model: dhrcl.init
+    cfg["dhrcl"]["reward_model"]["model"] = None  # no AceCodeRM in this stand-in hub
     cfg["embedding"]["serve"] = False
     cfg["hub"] = {"cache_dir": str(home), "offline_jobs": True, "models": [], "datasets": [DATASET_ID]}
     # a data source with its own datasets cache (as data.kodcode.source has on the paper config), and

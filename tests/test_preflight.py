@@ -86,7 +86,8 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     keys = [p.split(" = ")[0] for p in problems]
     # the models, then the datasets the data stages and the evaluation load from the hub (tests/test_hub.py)
     assert keys == ["model.base", "dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init",
-                    "dhrcl.models[Qwen3-14B].init", "embedding.server_model_path", "data.generate.source.hub_id",
+                    "dhrcl.models[Qwen3-14B].init", "dhrcl.reward_model.model", "embedding.server_model_path",
+                    "data.generate.source.hub_id",
                     "data.kodcode.source.hub_id", "evaluate.codegen.bigcodebench_full.source",
                     "evaluate.codegen.bigcodebench_hard.source", "evaluate.codegen.livecodebench.source",
                     # and the files named by URL (codegrpo.hub.url_sources)
@@ -101,7 +102,7 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     assert "huggingface-cli download LLM4Binary/llm4decompile-6.7b-v2" in problems[0]
     # the same ids in the cache layout huggingface_hub writes: found
     for repo in ("LLM4Binary/llm4decompile-6.7b-v2", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B",
-                 "Qwen/Qwen3-Embedding-0.6B"):
+                 "TIGER-Lab/AceCodeRM-7B", "Qwen/Qwen3-Embedding-0.6B"):
         folder = cache / ("models--" + repo.replace("/", "--"))
         (folder / "snapshots" / "abc").mkdir(parents=True)
         (folder / "refs").mkdir()
@@ -113,7 +114,7 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     cfg["model"]["base"] = str(tmp_path)
     assert [p.split(" = ")[0] for p in preflight.check_offline(cfg, env, cache_dir=str(tmp_path / "x"))] == \
         ["dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init", "dhrcl.models[Qwen3-14B].init",
-         "embedding.server_model_path"]
+         "dhrcl.reward_model.model", "embedding.server_model_path"]
     assert preflight.check_offline(paper, {}, cache_dir=str(tmp_path / "x")) == []
     # a job's config holds only its sections (rules/training_common.smk: device, seed, cluster, model + the
     # stage's): the SFT job checks the base model it loads and does not trip over the sections it lacks

@@ -371,6 +371,7 @@ def rl_row(rec: dict, index: int, split: str) -> dict:
             "test_code": rec["test_code"],
             "entry_points": rec["entry_points"],
             "tests_import_solution": rec["tests_import_solution"],
+            "question": rec["question"],  # the reward model's user turn (baseline_acecoder)
         },
     }
 

@@ -45,7 +45,8 @@ EXTRA_INFO_TYPES = {
     "kodcode": pa.struct(
         [("index", pa.int64()), ("split", pa.string()), ("question_id", pa.string()),
          ("reference_solution", pa.string()), ("test_code", pa.string()),
-         ("entry_points", pa.list_(pa.string())), ("tests_import_solution", pa.bool_())]
+         ("entry_points", pa.list_(pa.string())), ("tests_import_solution", pa.bool_()),
+         ("question", pa.string())]  # the reward model's user turn (DHRCL baseline_acecoder)
     ),
 }
 

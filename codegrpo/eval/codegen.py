@@ -462,7 +462,7 @@ def _score_run(run: str, model_dir, benchmark: str, problems: Sequence[Problem],
 
 
 # rewards of the baselines (a variant whose definition uses one of them, e.g. baseline_binary, is a baseline)
-BASELINE_REWARDS = ("binary", "pass_rate", "static_dense")
+BASELINE_REWARDS = ("binary", "pass_rate", "static_dense", "reward_model")
 
 
 def describe_run(model_dir: str | os.PathLike) -> tuple[str | None, str]:
@@ -470,7 +470,7 @@ def describe_run(model_dir: str | os.PathLike) -> tuple[str | None, str]:
     settings under ``extra``).
 
     Settings: ``reconstructed`` for DHRCL itself, ``ablation (reconstructed)`` for its ablations and
-    ``baseline`` for the binary / pass-rate / static dense rewards (same trainer and data).
+    ``baseline`` for the binary / pass-rate / static dense / reward-model rewards (same trainer and data).
     """
     import json
     from pathlib import Path

@@ -22,10 +22,13 @@ Stage combinations (``a_*`` are means over the **whole rollout batch**, which is
 Variants: ``full`` (stage from the curriculum), ``no_ast`` (r_ast removed from every formula), ``no_curriculum``
 (stage 3 from step 0), ``fixed_schedule`` and ``uniform_weights`` (reward as ``full``; they change the schedule
 and the token weights), baselines ``binary`` (all tests pass), ``pass_rate`` (r_pass) and ``static_dense``
-(fixed-weight sum of the four components).
+(fixed-weight sum of the four components), and ``reward_model`` (the AceCoder baseline: the score of a learned
+reward model served next to the trainer, :mod:`codegrpo.rewards.reward_model`; the four components are still
+computed and logged, they do not enter the score).
 
 Every sample returns the same keys: ``score``, the four components, ``a_syntax``, ``a_exec``, ``a_pass``,
-``stage``, ``all_passed``, ``timed_out``, ``hack_detected`` and ``hack_guard``.
+``stage``, ``all_passed``, ``timed_out``, ``hack_detected``, ``hack_guard`` and ``rm_score`` (the reward model's
+score; 0 for the other variants).
 
 ``hack_detected`` is 1 when a guard of the sandbox's test harness fired on the sample (docs/sandbox.md,
 *Guards*) and ``hack_guard`` says which: ``1 + codegrpo.sandbox.HACK_GUARDS.index(name)``, 0 for none. Such a
@@ -48,9 +51,9 @@ from codegrpo.contracts import extract_code
 log = logging.getLogger(__name__)
 
 VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
-            "static_dense")
+            "static_dense", "reward_model")
 RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-               "all_passed", "timed_out", "hack_detected", "hack_guard")
+               "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -68,13 +71,14 @@ class DHRCLRewardConfig:
     timeout_s: float = 10.0
     tokenizer_path: str | None = None
     stage: int | None = None  # explicit stage (tests, evaluation); else the stage provider / env
+    rm_response: str = "program"  # (reconstructed) reward_model variant: what the RM scores, program | completion
 
     @classmethod
     def from_kwargs(cls, kwargs: dict | None) -> "DHRCLRewardConfig":
         kw = dict(kwargs or {})
         cfg = cls()
         for name in ("variant", "stage3_form", "ast_method", "ast_node_cap", "timeout_s", "tokenizer_path",
-                     "stage"):
+                     "stage", "rm_response"):
             if kw.get(name) is not None:
                 setattr(cfg, name, kw[name])
         if kw.get("static_weights") is not None:
@@ -92,6 +96,8 @@ class DHRCLRewardConfig:
             raise ValueError(f"stage3_form must be 'structure' or 'secondary', got {self.stage3_form!r}")
         if self.ast_method not in ("ted", "jaccard"):
             raise ValueError(f"ast_method must be 'ted' or 'jaccard', got {self.ast_method!r}")
+        if self.rm_response not in ("program", "completion"):
+            raise ValueError(f"rm_response must be 'program' or 'completion', got {self.rm_response!r}")
         if self.stage is not None and int(self.stage) not in (1, 2, 3):
             raise ValueError(f"stage must be 1, 2 or 3, got {self.stage!r}")
         self.ast_node_cap = int(self.ast_node_cap)
@@ -405,6 +411,23 @@ def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], 
     return out
 
 
+def reward_model_scores(solution_strs: Sequence[str], codes: Sequence[str], extra_infos: Sequence[dict | None],
+                        cfg: DHRCLRewardConfig, kwargs: dict) -> list[float]:
+    """The learned reward model's score of every sample: the chat [user: the row's question, assistant: the
+    program (``rm_response: program``) or the whole completion], scored by the run's RM server."""
+    from codegrpo.rewards.reward_model import client_from_run, response_text
+
+    questions = []
+    for i, e in enumerate(extra_infos):
+        q = (e or {}).get("question")
+        if not isinstance(q, str) or not q.strip():
+            raise ValueError(f"kodcode sample {i} has no extra_info['question'] (the reward model's user turn); "
+                             "rebuild the KodCode Parquet files with this version of the data stage")
+        questions.append(q)
+    pairs = [(q, response_text(s, c, cfg.rm_response)) for q, s, c in zip(questions, solution_strs, codes)]
+    return client_from_run(kwargs).score(pairs)
+
+
 def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[dict | None],
                 sandbox=None, **kwargs) -> list[dict[str, float]]:
     """Batch scorer of ``kodcode`` (the reward table's entry): one result dict per sample, all with :data:`RESULT_KEYS`."""
@@ -414,12 +437,18 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extr
     tests, refs = zip(*[_reference(g, e) for g, e in zip(ground_truths, extra_infos)]) if codes else ((), ())
     comps = components(codes, tests, refs, cfg, sandbox=sandbox)
     a = batch_means(comps)
+    rm_scores = [0.0] * len(codes)
+    if cfg.variant == "reward_model":
+        rm_scores = reward_model_scores(solution_strs, codes, extra_infos, cfg, kwargs)
     out = []
-    for comp in comps:
-        score = 0.0 if comp["hack_detected"] else combine(comp, a, stage, cfg)
+    for comp, rm in zip(comps, rm_scores):
+        if cfg.variant == "reward_model":
+            score = rm  # the RM never sees the tests: its score is the reward, whatever the harness saw
+        else:
+            score = 0.0 if comp["hack_detected"] else combine(comp, a, stage, cfg)
         res = {"score": score, "r_syntax": comp["r_syntax"], "r_exec": comp["r_exec"],
                "r_pass": comp["r_pass"], "r_ast": comp["r_ast"], **a, "stage": float(stage),
                "all_passed": comp["all_passed"], "timed_out": comp["timed_out"],
-               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"]}
+               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"], "rm_score": rm}
         out.append({k: float(res[k]) for k in RESULT_KEYS})
     return out

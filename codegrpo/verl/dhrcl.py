@@ -54,10 +54,11 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "baseline_binary": {"reward": "binary", "token_weights": "none", "curriculum": "none"},
     "baseline_pass_rate": {"reward": "pass_rate", "token_weights": "none", "curriculum": "none"},
     "baseline_static_dense": {"reward": "static_dense", "token_weights": "none", "curriculum": "none"},
+    "baseline_acecoder": {"reward": "reward_model", "token_weights": "none", "curriculum": "none"},
 }
 
 
-BASELINE_REWARDS = ("binary", "pass_rate", "static_dense")
+BASELINE_REWARDS = ("binary", "pass_rate", "static_dense", "reward_model")
 
 
 def run_name(variant: str, seed: int | None = None, model: str | None = None) -> str:
@@ -88,15 +89,28 @@ def model_entries(dcfg: Mapping[str, Any]) -> list[dict]:
     return out
 
 
-def model_cfg(cfg: Mapping[str, Any], model: str | None) -> dict:
-    """The config of model ``model``'s runs: ``dhrcl.init`` its init, ``dhrcl.training`` with its overrides."""
-    if model is None:
-        return dict(cfg)
-    dcfg = cfg["dhrcl"]
-    entry = next((m for m in model_entries(dcfg) if m["name"] == model), None)
-    if entry is None:
-        raise ValueError(f"dhrcl: unknown model {model!r}; configured: {[m['name'] for m in model_entries(dcfg)]}")
-    return {**cfg, "dhrcl": {**dcfg, "init": entry["init"], "training": {**dcfg["training"], **entry["training"]}}}
+def model_cfg(cfg: Mapping[str, Any], model: str | None, variant: str | None = None) -> dict:
+    """The config of model ``model``'s runs: ``dhrcl.init`` its init, ``dhrcl.training`` with its overrides; for
+    a ``variant`` that scores with a reward model, ``dhrcl.reward_model.training`` laid over those (room on the GPU
+    for the RM's server)."""
+    out = dict(cfg)
+    if model is not None:
+        dcfg = cfg["dhrcl"]
+        entry = next((m for m in model_entries(dcfg) if m["name"] == model), None)
+        if entry is None:
+            raise ValueError(f"dhrcl: unknown model {model!r}; configured: "
+                             f"{[m['name'] for m in model_entries(dcfg)]}")
+        out["dhrcl"] = {**dcfg, "init": entry["init"], "training": {**dcfg["training"], **entry["training"]}}
+    if variant is not None:
+        d = out["dhrcl"]
+        rm_training = dict((d.get("reward_model") or {}).get("training") or {})
+        if rm_training and resolve_variant(d, variant)["reward"] == "reward_model":
+            bad = sorted(set(rm_training) - set(d["training"]))
+            if bad:
+                raise ValueError(f"dhrcl.reward_model.training: unknown key(s) {bad}; the keys are those of "
+                                 f"dhrcl.training")
+            out["dhrcl"] = {**d, "training": {**d["training"], **rm_training}}
+    return out
 
 
 def plan_runs(cfg: Mapping[str, Any], seeds: Sequence[int] | None = None) -> dict[str, dict]:
@@ -129,6 +143,26 @@ def resolve_variant(dcfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
         raise ValueError(f"dhrcl.variants.{variant}: without a curriculum a staged reward or token weighting "
                          "needs a fixed stage (1, 2 or 3)")
     return v
+
+
+TINY_REWARD_MODEL = "tiny"  # dhrcl.reward_model.model: the offline tiny RM the workflow builds (rule tiny_reward_model)
+
+
+def uses_reward_model(dcfg: Mapping[str, Any], variant: str) -> bool:
+    """Variant ``variant`` scores with the learned reward model (``dhrcl.reward_model``)."""
+    return resolve_variant(dcfg, variant)["reward"] == "reward_model"
+
+
+def needs_tiny_reward_model(dcfg: Mapping[str, Any], variant: str) -> bool:
+    """The variant's reward model is the tiny one the workflow builds (``dhrcl.reward_model.model: tiny``)."""
+    return uses_reward_model(dcfg, variant) and (dcfg.get("reward_model") or {}).get("model") == TINY_REWARD_MODEL
+
+
+def with_reward_model(cfg: Mapping[str, Any], path: str | os.PathLike) -> dict:
+    """``cfg`` with ``dhrcl.reward_model.model`` set to the folder ``path`` (the built tiny RM)."""
+    d = dict(cfg["dhrcl"])
+    d["reward_model"] = {**dict(d.get("reward_model") or {}), "model": str(Path(path).resolve())}
+    return {**cfg, "dhrcl": d}
 
 
 def loss_mode(token_weights: str) -> str:
@@ -345,6 +379,8 @@ def reward_kwargs(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], token
            "ast_node_cap": r["ast_node_cap"], "timeout_s": r["timeout_s"]}
     for k, v in (r["static_weights"] or {}).items():
         out[f"static_w_{k}"] = float(v)
+    if variant_def["reward"] == "reward_model":
+        out["rm_response"] = _resolved(dcfg, "reward_model")["response"]
     if r["use_policy_tokenizer"] and tokenizer_path:
         out["tokenizer_path"] = str(tokenizer_path)
     return out
@@ -358,9 +394,19 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path) -> dict:
     if total <= 0:
         raise ValueError("dhrcl.training.total_training_steps must be set (the curriculum's step budget)")
     ccfg = curriculum_config(dcfg, vdef, total)
-    return {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
-            "curriculum": CurriculumController(ccfg).to_dict()["config"],
-            "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights")}
+    out = {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
+           "curriculum": CurriculumController(ccfg).to_dict()["config"],
+           "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights")}
+    if vdef["reward"] == "reward_model":  # the run starts the RM's scoring server (stages.run_services)
+        rm = _resolved(dcfg, "reward_model")
+        if not rm.get("model"):
+            raise ValueError(f"dhrcl: variant {variant!r} scores with a reward model, but dhrcl.reward_model.model "
+                             "is not set (a hub id such as TIGER-Lab/AceCodeRM-7B, or a folder)")
+        if rm["model"] == TINY_REWARD_MODEL:
+            raise ValueError("dhrcl.reward_model.model: tiny is the folder rule tiny_reward_model builds; pass its "
+                             "path (codegrpo.verl.dhrcl.with_reward_model)")
+        out["reward_model"] = rm
+    return out
 
 
 def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_model: str) -> list[str]:
@@ -423,7 +469,7 @@ def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[
     model of ``dhrcl.models``), writing its settings.json (validate with ``.validate()``)."""
     from codegrpo.verl import stages
 
-    cfg = _seeded(model_cfg(cfg, model), seed)
+    cfg = _seeded(model_cfg(cfg, model, variant), seed)
     hook = DhrclHook(variant)
     run_dir = Path(run_dir).resolve()
     settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model),
@@ -447,6 +493,6 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
     """
     from codegrpo.verl.stages import run_grpo
 
-    cfg = _seeded(model_cfg(cfg, model), seed)
+    cfg = _seeded(model_cfg(cfg, model, variant), seed)
     return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model), train_files=train_files,
                     val_files=val_files, init_model=init_model, run_dir=run_dir, hook=DhrclHook(variant))

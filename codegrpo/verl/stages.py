@@ -289,7 +289,7 @@ def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_f
 @contextlib.contextmanager
 def run_services(settings: Mapping, run_dir: Path):
     """Start the services run ``settings`` needs (the embedding server of a stage whose reward embeds text,
-    with ``embedding.serve: true``), record their endpoints under ``served`` in the run's settings.json before
+    with ``embedding.serve: true``; the reward-model server of a DHRCL reward-model variant), record their endpoints under ``served`` in the run's settings.json before
     the trainer starts, and stop them when the block ends."""
     run_dir = Path(run_dir)
     served: dict[str, dict] = {}
@@ -301,6 +301,14 @@ def run_services(settings: Mapping, run_dir: Path):
             svc = stack.enter_context(embedding_service(embedding, log_path=run_dir / "embedding_server.log"))
             served["embedding"] = dict(svc.endpoint)
             log.info("%s: embedding server ready (%s)", settings["run"], svc.endpoint["api_base"])
+        reward_model = (settings.get("extra") or {}).get("reward_model")
+        if reward_model:  # a DHRCL reward-model variant (baseline_acecoder): its scoring server
+            from codegrpo.services import reward_model_service
+
+            svc = stack.enter_context(reward_model_service(reward_model,
+                                                           log_path=run_dir / "reward_model_server.log"))
+            served["reward_model"] = dict(svc.endpoint)
+            log.info("%s: reward-model server ready (%s)", settings["run"], svc.endpoint["api_base"])
         runsettings.write_served(run_dir / SETTINGS_FILE, served)  # also clears a previous attempt's endpoints
         yield served
 

@@ -1,0 +1,94 @@
+"""The scoring server of a learned reward model (AceCodeRM and checkpoints of its layout; docs/dhrcl.md).
+
+Endpoints: ``POST /v1/score`` (``{"model": name, "pairs": [[question, response], ...]}`` → ``{"scores": [...],
+"model": name}``, one float per pair, :class:`codegrpo.rewards.reward_model.RewardModelScorer`), ``GET /v1/models``
+(the readiness probe of :class:`codegrpo.services.ManagedService`), ``GET /health``. Binds to 127.0.0.1 by default.
+
+    python -m codegrpo.rm_server --model-path DIR [--served-model-name NAME] [--device cuda] [--dtype bfloat16]
+"""
+
+import argparse
+import logging
+import os
+import threading
+import time
+
+log = logging.getLogger("codegrpo.rm_server")
+
+
+def create_app(scorer, served_name: str, max_pairs: int = 4096):
+    """The FastAPI app serving ``scorer`` (anything with ``score(pairs) -> list[float]``) as ``served_name``."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from starlette.concurrency import run_in_threadpool
+
+    app = FastAPI(title="codegrpo reward model", version="1")
+    lock = threading.Lock()  # one forward pass at a time
+    created = int(time.time())
+
+    def score(pairs):
+        with lock:
+            return scorer.score(pairs)
+
+    def error(status: int, message: str):
+        return JSONResponse(status_code=status, content={"error": {"message": message, "code": status}})
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok", "model": served_name}
+
+    @app.get("/v1/models")
+    def models():
+        return {"object": "list", "data": [{"id": served_name, "object": "model", "created": created,
+                                            "owned_by": "codegrpo"}]}
+
+    @app.post("/v1/score")
+    async def score_pairs(request: Request):
+        try:
+            body = await request.json()
+        except Exception:
+            return error(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return error(400, "request body must be a JSON object")
+        if body.get("model") not in (None, "", served_name):
+            return error(404, f"model {body.get('model')!r} is not served here; served: {served_name!r}")
+        pairs = body.get("pairs")
+        if not isinstance(pairs, list) or not pairs or len(pairs) > max_pairs or not all(
+                isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in pairs):
+            return error(400, f"'pairs' must hold 1..{max_pairs} [question, response] string pairs")
+        scores = await run_in_threadpool(score, [tuple(p) for p in pairs])
+        return {"model": served_name, "scores": scores}
+
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8001)
+    ap.add_argument("--model-path", required=True, help="Hugging Face folder of the reward model")
+    ap.add_argument("--served-model-name", default="", help="name clients pass as 'model' (default: the folder)")
+    ap.add_argument("--value-head-prefix", default="v_head.summary")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--max-length", type=int, default=8192)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--log-level", default="info")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from codegrpo.rewards.reward_model import RewardModelScorer
+
+    name = args.served_model_name or os.path.basename(args.model_path.rstrip("/"))
+    t0 = time.perf_counter()
+    scorer = RewardModelScorer(args.model_path, value_head_prefix=args.value_head_prefix, dtype=args.dtype,
+                               device=args.device, max_length=args.max_length, batch_size=args.batch_size)
+    log.info("loaded reward model %s as %r in %.1fs; listening on http://%s:%d/v1", args.model_path, name,
+             time.perf_counter() - t0, args.host, args.port)
+    import uvicorn
+
+    uvicorn.run(create_app(scorer, name), host=args.host, port=args.port, log_level=args.log_level)
+
+
+if __name__ == "__main__":
+    main()
