@@ -362,9 +362,33 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
     for b in benchmarks:
         if b in versions:
             t.notes.append(f"{b}: {versions[b]}")
+    t.notes += protocol_notes([r for system, per in systems.items() if system != "reference" for r in per.values()])
     t.notes += _reference_exceptions(systems.get("reference", {}), benchmarks)
     t.notes += _source_notes(published, {p["source"] for p in published.get("dhrcl", [])})
     return t
+
+
+def protocol_notes(results: Sequence[dict]) -> list[str]:
+    """One note per distinct code-generation protocol among the model results: its name and every value the
+    results were generated and scored with (sampling, pass@k, LiveCodeBench window, BigCodeBench splits)."""
+    from codegrpo.eval.protocols import describe
+
+    groups: dict[tuple, dict] = {}
+    for r in results:
+        cfg = (r.get("provenance") or {}).get("config") or {}
+        sampling = r.get("sampling") or {}
+        key = (cfg.get("protocol") or "custom", json.dumps(sampling, sort_keys=True), json.dumps(cfg.get("ks")))
+        g = groups.setdefault(key, {"protocol": key[0], "sampling": sampling, "ks": cfg.get("ks"), "window": None,
+                                    "splits": []})
+        if r.get("date_window"):
+            g["window"] = r["date_window"]
+        if str(r.get("benchmark", "")).startswith("bigcodebench_"):
+            split = r["benchmark"][len("bigcodebench_"):]
+            if split not in g["splits"]:
+                g["splits"].append(split)
+        if g["ks"] is None:
+            g["ks"] = sorted({int(k) for k in (r.get("pass@k") or {})}) or None
+    return [describe(g["protocol"], g["sampling"], g["ks"], g["window"], sorted(g["splits"])) for g in groups.values()]
 
 
 def _reference_exceptions(per: dict, benchmarks: Sequence[str], show: int = 10) -> list[str]:
