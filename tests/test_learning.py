@@ -297,7 +297,7 @@ def test_verpo_baseline_trains_through_the_same_trainer(verpo_run):
     assert [r["step"] for r in steps] == [1, 2]
     for r in steps:
         # the fused VeRPO score, the dynamics and the step's cost, logged per step
-        assert r["reward/score/mean"] == pytest.approx(r["reward/r_binary/mean"] + 0.5 * r["reward/r_dense/mean"])
+        assert r["reward/score/mean"] == pytest.approx(r["reward/all_passed/mean"] + 0.5 * r["reward/r_dense/mean"])
         assert 0.0 <= r["reward/r_dense/mean"] <= 1.0
         assert 0.0 <= r["dynamics/degenerate_group_ratio"] <= 1.0
         assert r["perf/step_s"] > 0 and r["perf/gpu_hours"] == pytest.approx(r["perf/step_s"] / 3600)

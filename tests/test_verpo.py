@@ -136,10 +136,11 @@ def test_score_batch_groups_by_prompt_with_real_per_test_outcomes(record, data_d
         res = sb.run_tests(extract_code(partial), tests)
         out = d.score_batch(sols, [tests] * 5, extras, sandbox=sb, variant="verpo", verpo_alpha=1.0,
                             verpo_beta=0.5, verpo_kde_bandwidth=H)
+        other = d.score_batch(sols, [tests] * 5, extras, sandbox=sb, variant="binary", verpo_kde_bandwidth=H)
     # the sandbox reports every collected test with its outcome
     assert len(res.outcomes) == res.total and sum(ok for _, ok in res.outcomes) == res.passed
     assert 0 < res.passed < res.total
-    assert all(set(o) == set(d.RESULT_KEYS + d.VERPO_KEYS) for o in out)
+    assert all(tuple(o) == d.RESULT_KEYS for o in out)
     g0 = vp.group_rewards([tuple((n, True) for n, _ in res.outcomes), res.outcomes, ()], [1.0, 0.0, 0.0],
                           vp.VerpoConfig(kde_bandwidth=H).validate())
     assert [o["score"] for o in out[:3]] == pytest.approx([r["score"] for r in g0])
@@ -147,6 +148,9 @@ def test_score_batch_groups_by_prompt_with_real_per_test_outcomes(record, data_d
     assert out[2]["score"] == 0.0
     # group 1 (another prompt row): both samples pass every test, dense 1 each
     assert [o["score"] for o in out[3:]] == pytest.approx([1.5, 1.5])
+    # another variant reports the same dense term (same outcomes, same groups) but does not score with it
+    assert [o["r_dense"] for o in other] == pytest.approx([o["r_dense"] for o in out])
+    assert [o["score"] for o in other] == [1.0, 0.0, 0.0, 1.0, 1.0]
 
 
 def test_config_rejects_unknown_or_bad_verpo_settings():

@@ -25,9 +25,11 @@ and the token weights), baselines ``binary`` (all tests pass), ``pass_rate`` (r_
 (fixed-weight sum of the four components) and ``verpo`` (VeRPO's per-test weighted dense reward fused with the
 binary one, computed per GRPO group: :mod:`codegrpo.rewards.verpo`).
 
-Every sample returns the same keys: ``score``, the four components, ``a_syntax``, ``a_exec``, ``a_pass``,
-``stage``, ``all_passed``, ``timed_out``, ``hack_detected`` and ``hack_guard``; the ``verpo`` variant adds
-``r_dense`` and ``r_binary`` (:data:`VERPO_KEYS`).
+Every sample returns the same keys (every variant: the registry declares them): ``score``, the four components,
+``a_syntax``, ``a_exec``, ``a_pass``, ``stage``, ``all_passed``, ``timed_out``, ``hack_detected``, ``hack_guard``
+and ``r_dense``, VeRPO's per-test weighted dense term of the sample's GRPO group (computed for every variant from
+the same per-test outcomes, so runs can be compared on it; only ``verpo`` scores with it:
+``score = all_passed + beta * r_dense``).
 
 ``hack_detected`` is 1 when a guard of the sandbox's test harness fired on the sample (docs/sandbox.md,
 *Guards*) and ``hack_guard`` says which: ``1 + codegrpo.sandbox.HACK_GUARDS.index(name)``, 0 for none. Such a
@@ -51,9 +53,8 @@ log = logging.getLogger(__name__)
 
 VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
             "static_dense", "verpo")
-VERPO_KEYS = ("r_dense", "r_binary")
 RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-               "all_passed", "timed_out", "hack_detected", "hack_guard")
+               "all_passed", "timed_out", "hack_detected", "hack_guard", "r_dense")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -353,6 +354,8 @@ def combine(comp: dict[str, float], a: dict[str, float], stage: int, cfg: DHRCLR
     """The scalar reward of one sample given its components, the batch means and the stage."""
     rp, re_, rs, ra = comp["r_pass"], comp["r_exec"], comp["r_syntax"], comp["r_ast"]
     v = cfg.variant
+    if v == "verpo":
+        raise ValueError("the verpo variant is scored per GRPO group (score_batch), not per sample")
     if v == "binary":
         return float(comp["all_passed"])
     if v == "pass_rate":
@@ -433,22 +436,19 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extr
     tests, refs = zip(*[_reference(g, e) for g, e in zip(ground_truths, extra_infos)]) if codes else ((), ())
     comps = components(codes, tests, refs, cfg, sandbox=sandbox)
     a = batch_means(comps)
-    verpo = _verpo(comps, tests, extra_infos, cfg) if cfg.variant == "verpo" else None
+    verpo = _verpo(comps, tests, extra_infos, cfg)
     out = []
     for i, comp in enumerate(comps):
-        if verpo is not None:
+        if cfg.variant == "verpo":
             score = 0.0 if comp["hack_detected"] else verpo[i]["score"]
         else:
             score = 0.0 if comp["hack_detected"] else combine(comp, a, stage, cfg)
         res = {"score": score, "r_syntax": comp["r_syntax"], "r_exec": comp["r_exec"],
                "r_pass": comp["r_pass"], "r_ast": comp["r_ast"], **a, "stage": float(stage),
                "all_passed": comp["all_passed"], "timed_out": comp["timed_out"],
-               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"]}
-        keys = RESULT_KEYS
-        if verpo is not None:
-            res.update({k: verpo[i][k] for k in VERPO_KEYS})
-            keys = RESULT_KEYS + VERPO_KEYS
-        out.append({k: float(res[k]) for k in keys})
+               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"],
+               "r_dense": verpo[i]["r_dense"]}
+        out.append({k: float(res[k]) for k in RESULT_KEYS})
     return out
 
 
