@@ -46,5 +46,6 @@ localrules:
     report_reexec,
     report_codegen,
     report_run,
+    report_dynamics,
     learning_report,
     learning_check,

@@ -53,6 +53,12 @@ def validate_config(cfg: dict, source: str = "<config>") -> dict:
             where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
             msgs.append(f"{source}: {where}: {err.message}")
         raise ConfigError("invalid config:\n  " + "\n  ".join(msgs))
+    from codegrpo.eval.protocols import apply_codegen_protocol
+
+    try:
+        apply_codegen_protocol(cfg)  # a named evaluation protocol replaces the keys it sets
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return cfg
 
 

@@ -362,9 +362,33 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
     for b in benchmarks:
         if b in versions:
             t.notes.append(f"{b}: {versions[b]}")
+    t.notes += protocol_notes([r for system, per in systems.items() if system != "reference" for r in per.values()])
     t.notes += _reference_exceptions(systems.get("reference", {}), benchmarks)
     t.notes += _source_notes(published, {p["source"] for p in published.get("dhrcl", [])})
     return t
+
+
+def protocol_notes(results: Sequence[dict]) -> list[str]:
+    """One note per distinct code-generation protocol among the model results: its name and every value the
+    results were generated and scored with (sampling, pass@k, LiveCodeBench window, BigCodeBench splits)."""
+    from codegrpo.eval.protocols import describe
+
+    groups: dict[tuple, dict] = {}
+    for r in results:
+        cfg = (r.get("provenance") or {}).get("config") or {}
+        sampling = r.get("sampling") or {}
+        key = (cfg.get("protocol") or "custom", json.dumps(sampling, sort_keys=True), json.dumps(cfg.get("ks")))
+        g = groups.setdefault(key, {"protocol": key[0], "sampling": sampling, "ks": cfg.get("ks"), "window": None,
+                                    "splits": []})
+        if r.get("date_window"):
+            g["window"] = r["date_window"]
+        if str(r.get("benchmark", "")).startswith("bigcodebench_"):
+            split = r["benchmark"][len("bigcodebench_"):]
+            if split not in g["splits"]:
+                g["splits"].append(split)
+        if g["ks"] is None:
+            g["ks"] = sorted({int(k) for k in (r.get("pass@k") or {})}) or None
+    return [describe(g["protocol"], g["sampling"], g["ks"], g["window"], sorted(g["splits"])) for g in groups.values()]
 
 
 def _reference_exceptions(per: dict, benchmarks: Sequence[str], show: int = 10) -> list[str]:
@@ -601,3 +625,37 @@ def build_tables(result_paths: Iterable[str | os.PathLike], out_dir: str | os.Pa
     for t in tables.values():
         write_table(t, out_dir)
     return tables
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training dynamics and efficiency (codegrpo/dynamics.py): from the DHRCL runs' metrics.jsonl files
+# ---------------------------------------------------------------------------------------------------------
+EFFICIENCY_COLUMNS = ["model", "variant", "seeds", "step_s", "gpu_hours_per_step", "degenerate_mean", "target",
+                      "steps", "gpu_hours", "steps_ratio", "gpu_hours_ratio"]
+
+
+def table_efficiency(metrics_paths: Mapping[str, str | os.PathLike], grpo_variant: str = "baseline_binary",
+                     fraction: float = 0.9, metric: str = "all_passed") -> Table:
+    """Per DHRCL variant (mean ± std over seeds): wall-clock and GPU-hours per step, the mean degenerate group
+    ratio, and the steps / GPU-hours to reach ``fraction`` x the final validation ``metric`` of the GRPO run
+    (``grpo_variant``) of the same model and seed, with the ratios to GRPO (the paper's 0.49x / 0.55x rows)."""
+    from codegrpo import dynamics
+
+    rows, notes = dynamics.efficiency_rows(dynamics.read_runs(metrics_paths), grpo_variant, fraction, metric)
+    t = Table("efficiency", "DHRCL training dynamics and efficiency against GRPO",
+              [c for c in EFFICIENCY_COLUMNS if c != "seeds"] + ["source"],
+              [{**r, "variant": r["variant"], "source": OURS} for r in rows])
+    t.notes = [f"target = {fraction:g} x the final validation {metric} (val-*/kodcode/{metric}/mean@N) of the GRPO "
+               f"run ({grpo_variant}) of the same model and seed; steps = first validated step at or above it; "
+               "GPU-hours = sum of perf/gpu_hours (verl's timing_s/step x the job's GPUs) up to that step; "
+               "ratios = this run / GRPO (paper: 0.49x iterations, 0.55x GPU-hours for DHRCL).",
+               "degenerate_mean = mean over steps of the share of GRPO groups whose rewards are all equal "
+               "(dynamics/degenerate_group_ratio).", *notes]
+    value_cols = ["step_s", "gpu_hours_per_step", "degenerate_mean", "target", "steps", "gpu_hours", "steps_ratio",
+                  "gpu_hours_ratio"]
+    for r in t.rows:
+        r["method"] = r["_run"]
+        r.pop("seed", None)
+    merged = merge_seed_rows(t, value_cols)
+    merged.columns = ["model", "variant", "seeds", *value_cols, "source"]
+    return merged

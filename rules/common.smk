@@ -5,12 +5,15 @@ from snakemake.utils import validate
 
 from codegrpo import hub as _hub
 from codegrpo import preflight as _preflight
+from codegrpo.eval.protocols import apply_codegen_protocol as _apply_codegen_protocol
 from codegrpo.cluster.resources import stage_resources as _stage_resources
 from codegrpo.cluster.shape import check_jobs as _check_jobs
 from codegrpo.cluster.resources import training_threads as _training_threads
 from codegrpo.verl.cpu import PipelineRay as _PipelineRay
 
 validate(config, schema="../schemas/config.schema.yaml")
+# a named code-generation protocol (evaluate.codegen.protocol) replaces the sampling keys it sets
+_apply_codegen_protocol(config)
 
 # Preflight (codegrpo.preflight): config consistency now, before any job is planned; the checks that depend
 # on where jobs run (partition, offline models, wandb) in `onstart` below, for every target of a real run.

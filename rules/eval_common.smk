@@ -177,6 +177,12 @@ def report_runs():
     return runs + [r for r in EVAL_GEN_RUNS if r not in runs]
 
 
+def dynamics_runs():
+    """The DHRCL runs among the report's runs: the degenerate-group chart and the efficiency table."""
+    planned = set(dhrcl_runs())
+    return [r for r in report_runs() if r in planned]
+
+
 def eval_decompile_files():
     return [
         f

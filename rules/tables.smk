@@ -3,6 +3,7 @@
 # Library code: codegrpo/tables.py, codegrpo/plots.py (docs/evaluation.md). `snakemake --report report.html`
 # embeds everything marked report() below.
 REPORT_RUNS = report_runs()
+DYNAMICS_RUNS = dynamics_runs()
 
 
 rule tables_build:
@@ -103,6 +104,38 @@ rule report_run:
         "../workflow_scripts/report_run.py"
 
 
+rule report_dynamics:
+    input:
+        done=[res("runs", run, "done.json") for run in DYNAMICS_RUNS],
+    output:
+        chart=report(
+            res("report", "degenerate_groups.png"),
+            caption="../report/dynamics.rst",
+            category="Training runs",
+        ),
+        md=res("tables", "efficiency.md"),
+        csv=res("tables", "efficiency.csv"),
+        tex=res("tables", "efficiency.tex"),
+        html=report(
+            res("tables", "efficiency.html"),
+            caption="../report/table_efficiency.rst",
+            category="Paper tables",
+        ),
+    log:
+        logpath("report_dynamics", "dynamics.log"),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        **stage_resources("tables"),
+    params:
+        runs=DYNAMICS_RUNS,
+        metrics=[res("runs", run, "metrics.jsonl") for run in DYNAMICS_RUNS],
+        efficiency=TABLES["efficiency"],
+    script:
+        "../workflow_scripts/report_dynamics.py"
+
+
 TABLE_TARGETS = register_targets(
     "tables",
     [
@@ -111,7 +144,12 @@ TABLE_TARGETS = register_targets(
         for ext in TABLE_FORMATS + ("html",)
     ]
     + [res("report", "reexec_by_level.png"), res("report", "codegen.png")]
-    + [res("report", "runs", f"{run}.png") for run in REPORT_RUNS],
+    + [res("report", "runs", f"{run}.png") for run in REPORT_RUNS]
+    + (
+        [res("report", "degenerate_groups.png"), res("tables", "efficiency.md")]
+        if DYNAMICS_RUNS
+        else []
+    ),
 )
 
 

@@ -259,6 +259,55 @@ def test_reward_gating_moves_with_the_stage(curriculum_run):
         assert r["stage"] == expected, (r, transitions)
 
 
+@pytest.fixture(scope="module")
+def verpo_run(curriculum_run, shared_ray):
+    """baseline_verpo for 2 steps from the curriculum check's fine-tuned tiny model on its KodCode problems
+    (same data and settings as the DHRCL run there, run folder dhrcl-baseline_verpo-seed0)."""
+    from codegrpo.verl.dhrcl import run_dhrcl
+
+    out, _ = curriculum_run
+    cfg = load_config(REPO / "config.yaml")
+    c = cfg["learning_check"]["curriculum"]
+    problems = learning.curriculum_problems(cfg["data"]["kodcode"]["paths"], int(c["problems"]))
+    ccfg = learning.curriculum_config(cfg, learning._prompt_tokens(out / "tiny", [p["prompt"] for p in problems]) + 8)
+    ccfg["dhrcl"]["training"].update(total_training_steps=2, total_epochs=2, save_freq=2)
+    ccfg["dhrcl"]["runs"] = ["baseline_verpo"]
+    run_dir = out / "dhrcl-baseline_verpo-seed0"
+    with shared_ray.joined():
+        done = run_dhrcl(ccfg, "baseline_verpo", train_files=out / "data" / "rl_train.parquet",
+                         val_files=out / "data" / "rl_val.parquet", init_model=str(out / "sft"), run_dir=run_dir,
+                         seed=0)
+    return out, run_dir, done
+
+
+@pytest.mark.slow
+def test_verpo_baseline_trains_through_the_same_trainer(verpo_run):
+    from codegrpo import dynamics
+    from codegrpo.tables import table_efficiency
+
+    out, run_dir, done = verpo_run
+    assert (run_dir / "done.json").is_file() and (run_dir / "hf" / "config.json").is_file()
+    # the same run folder layout as the curriculum check's DHRCL run
+    assert {p.name for p in run_dir.iterdir()} == {p.name for p in (out / "dhrcl").iterdir()}
+    settings = json.loads((run_dir / "settings.json").read_text())["settings"]
+    assert settings["extra"]["variant_def"]["norm_adv_by_std"] is False
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = [r for r in rows if r["step"] >= 1]
+    assert [r["step"] for r in steps] == [1, 2]
+    for r in steps:
+        # the fused VeRPO score, the dynamics and the step's cost, logged per step
+        assert r["reward/score/mean"] == pytest.approx(r["reward/all_passed/mean"] + 0.5 * r["reward/r_dense/mean"])
+        assert 0.0 <= r["reward/r_dense/mean"] <= 1.0
+        assert 0.0 <= r["dynamics/degenerate_group_ratio"] <= 1.0
+        assert r["perf/step_s"] > 0 and r["perf/gpu_hours"] == pytest.approx(r["perf/step_s"] / 3600)
+    # the efficiency table and the chart from these real files (the VeRPO run standing in for GRPO here)
+    paths = {"dhrcl-baseline_verpo-seed0": run_dir / "metrics.jsonl", "dhrcl-full-seed0": out / "dhrcl" / "metrics.jsonl"}
+    t = table_efficiency(paths, grpo_variant="baseline_verpo", fraction=0.5, metric="r_pass")
+    assert {r["variant"] for r in t.rows} == {"baseline_verpo", "full"}
+    assert all(r["step_s"] is not None and r["degenerate_mean"] is not None for r in t.rows)
+    assert dynamics.plot_degenerate(dynamics.read_runs(paths), out / "degenerate.png") == 2
+
+
 @pytest.mark.slow
 def test_learning_report_page(toy_runs, curriculum_run, tmp_path):
     _, verdicts = toy_runs

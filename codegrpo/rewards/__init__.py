@@ -115,7 +115,7 @@ REWARD_TABLE: Mapping[str, RewardSpec] = MappingProxyType({
                                 ("cosine", "embedded")),
     KODCODE: RewardSpec("codegrpo.rewards.dhrcl", batch="score_batch",
                         keys=("r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-                              "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score")),
+                              "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score", "r_dense")),
     TOY_TARGET_CHARS: RewardSpec("codegrpo.rewards.toy", score="score", keys=("target_share", "length")),
 })
 

@@ -21,14 +21,17 @@ Stage combinations (``a_*`` are means over the **whole rollout batch**, which is
 
 Variants: ``full`` (stage from the curriculum), ``no_ast`` (r_ast removed from every formula), ``no_curriculum``
 (stage 3 from step 0), ``fixed_schedule`` and ``uniform_weights`` (reward as ``full``; they change the schedule
-and the token weights), baselines ``binary`` (all tests pass), ``pass_rate`` (r_pass) and ``static_dense``
-(fixed-weight sum of the four components), and ``reward_model`` (the AceCoder baseline: the score of a learned
-reward model served next to the trainer, :mod:`codegrpo.rewards.reward_model`; the four components are still
-computed and logged, they do not enter the score).
+and the token weights), baselines ``binary`` (all tests pass), ``pass_rate`` (r_pass), ``static_dense``
+(fixed-weight sum of the four components), ``verpo`` (VeRPO's per-test weighted dense reward fused with the
+binary one, computed per GRPO group: :mod:`codegrpo.rewards.verpo`) and ``reward_model`` (the AceCoder baseline:
+the score of a learned reward model served next to the trainer, :mod:`codegrpo.rewards.reward_model`; the four
+components are still computed and logged, they do not enter the score).
 
-Every sample returns the same keys: ``score``, the four components, ``a_syntax``, ``a_exec``, ``a_pass``,
-``stage``, ``all_passed``, ``timed_out``, ``hack_detected``, ``hack_guard`` and ``rm_score`` (the reward model's
-score; 0 for the other variants).
+Every sample returns the same keys (every variant: the registry declares them): ``score``, the four components,
+``a_syntax``, ``a_exec``, ``a_pass``, ``stage``, ``all_passed``, ``timed_out``, ``hack_detected``, ``hack_guard``,
+``r_dense``, VeRPO's per-test weighted dense term of the sample's GRPO group (computed for every variant from
+the same per-test outcomes, so runs can be compared on it; only ``verpo`` scores with it:
+``score = all_passed + beta * r_dense``), and ``rm_score`` (the reward model's score; 0 for the other variants).
 
 ``hack_detected`` is 1 when a guard of the sandbox's test harness fired on the sample (docs/sandbox.md,
 *Guards*) and ``hack_guard`` says which: ``1 + codegrpo.sandbox.HACK_GUARDS.index(name)``, 0 for none. Such a
@@ -51,9 +54,9 @@ from codegrpo.contracts import extract_code
 log = logging.getLogger(__name__)
 
 VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
-            "static_dense", "reward_model")
+            "static_dense", "reward_model", "verpo")
 RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-               "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score")
+               "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score", "r_dense")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -72,6 +75,15 @@ class DHRCLRewardConfig:
     tokenizer_path: str | None = None
     stage: int | None = None  # explicit stage (tests, evaluation); else the stage provider / env
     rm_response: str = "program"  # (reconstructed) reward_model variant: what the RM scores, program | completion
+    verpo: dict = field(default_factory=dict)  # VeRPO's constants (codegrpo.rewards.verpo.VerpoConfig)
+
+    def verpo_config(self):
+        from codegrpo.rewards.verpo import VerpoConfig
+
+        unknown = sorted(set(self.verpo) - set(VerpoConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown VeRPO setting(s) {unknown}")
+        return VerpoConfig(**self.verpo).validate()
 
     @classmethod
     def from_kwargs(cls, kwargs: dict | None) -> "DHRCLRewardConfig":
@@ -86,6 +98,10 @@ class DHRCLRewardConfig:
         for name in ("pass", "exec", "syntax", "ast"):  # flat form: static_w_pass=...
             if kw.get(f"static_w_{name}") is not None:
                 cfg.static_weights[name] = float(kw[f"static_w_{name}"])
+        cfg.verpo = dict(kw.get("verpo") or {})
+        for name in ("alpha", "beta", "kde_bandwidth", "kde_min_bandwidth", "normalise_weights"):  # verpo_alpha=...
+            if kw.get(f"verpo_{name}") is not None:
+                cfg.verpo[name] = kw[f"verpo_{name}"]
         cfg.validate()
         return cfg
 
@@ -101,6 +117,7 @@ class DHRCLRewardConfig:
         if self.stage is not None and int(self.stage) not in (1, 2, 3):
             raise ValueError(f"stage must be 1, 2 or 3, got {self.stage!r}")
         self.ast_node_cap = int(self.ast_node_cap)
+        self.verpo_config()  # raises on a bad VeRPO constant
         self.timeout_s = float(self.timeout_s)
 
 
@@ -342,6 +359,8 @@ def combine(comp: dict[str, float], a: dict[str, float], stage: int, cfg: DHRCLR
     """The scalar reward of one sample given its components, the batch means and the stage."""
     rp, re_, rs, ra = comp["r_pass"], comp["r_exec"], comp["r_syntax"], comp["r_ast"]
     v = cfg.variant
+    if v == "verpo":
+        raise ValueError("the verpo variant is scored per GRPO group (score_batch), not per sample")
     if v == "binary":
         return float(comp["all_passed"])
     if v == "pass_rate":
@@ -403,7 +422,9 @@ def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], 
         out.append({"r_syntax": rs, "r_exec": float(executed), "r_pass": res.pass_rate if executed else 0.0,
                     "r_ast": ra, "all_passed": float(res.all_passed and executed),
                     "timed_out": float(res.timed_out), "hack_detected": float(hack is not None),
-                    "hack_guard": float(HACK_GUARDS.index(hack) + 1 if hack in HACK_GUARDS else (hack is not None))})
+                    "hack_guard": float(HACK_GUARDS.index(hack) + 1 if hack in HACK_GUARDS else (hack is not None)),
+                    # per-test outcomes (VeRPO); a sample that did not execute passes none
+                    "outcomes": tuple((nid, bool(ok and executed)) for nid, ok in getattr(res, "outcomes", ()))})
     hacks = [r.hack for r in runs if getattr(r, "hack", None)]
     if hacks:
         log.warning("sandbox harness guards fired on %d of %d distinct samples: %s", len(hacks), len(runs),
@@ -440,15 +461,40 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extr
     rm_scores = [0.0] * len(codes)
     if cfg.variant == "reward_model":
         rm_scores = reward_model_scores(solution_strs, codes, extra_infos, cfg, kwargs)
+    verpo = _verpo(comps, tests, extra_infos, cfg)
     out = []
-    for comp, rm in zip(comps, rm_scores):
+    for i, (comp, rm) in enumerate(zip(comps, rm_scores)):
         if cfg.variant == "reward_model":
             score = rm  # the RM never sees the tests: its score is the reward, whatever the harness saw
+        elif cfg.variant == "verpo":
+            score = 0.0 if comp["hack_detected"] else verpo[i]["score"]
         else:
             score = 0.0 if comp["hack_detected"] else combine(comp, a, stage, cfg)
         res = {"score": score, "r_syntax": comp["r_syntax"], "r_exec": comp["r_exec"],
                "r_pass": comp["r_pass"], "r_ast": comp["r_ast"], **a, "stage": float(stage),
                "all_passed": comp["all_passed"], "timed_out": comp["timed_out"],
-               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"], "rm_score": rm}
+               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"], "rm_score": rm,
+               "r_dense": verpo[i]["r_dense"]}
         out.append({k: float(res[k]) for k in RESULT_KEYS})
+    return out
+
+
+def group_key(tests: str, extra: dict | None) -> tuple:
+    """The GRPO group of a sample: its prompt's row (``extra_info.index``, with the split) and its tests.
+    verl repeats each prompt ``n`` times within one batch; the batch scorer sees no ``uid``."""
+    extra = extra or {}
+    return (extra.get("split"), extra.get("index"), extra.get("question_id"), tests)
+
+
+def _verpo(comps: Sequence[dict], tests: Sequence[str], extra_infos: Sequence[dict | None],
+           cfg: DHRCLRewardConfig) -> list[dict[str, float]]:
+    """VeRPO's fused reward of every sample, group by group (:mod:`codegrpo.rewards.verpo`)."""
+    from codegrpo.rewards import verpo
+
+    vcfg = cfg.verpo_config()
+    out: list[dict[str, float]] = [{}] * len(comps)
+    for idx in verpo.groups([group_key(t, e) for t, e in zip(tests, extra_infos)]).values():
+        res = verpo.group_rewards([comps[i]["outcomes"] for i in idx], [comps[i]["all_passed"] for i in idx], vcfg)
+        for i, r in zip(idx, res):
+            out[i] = r
     return out

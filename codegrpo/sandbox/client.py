@@ -505,13 +505,17 @@ def _pytest_result(step: dict, test_code: str, dt: float, mech: str, canary: str
     if hack is not None:
         executed = False
     total = len(test_items) if (test_items and not collection_error) else max(count_test_functions(test_code), 1)
+    counted = not (collection_error or not hello or hack is not None)
+    per_test = tuple((nid, bool(counted and outcomes.get(nid, False))) for nid in test_items) \
+        if not collection_error else ()
     err = rep.get("import_error") if isinstance(rep.get("import_error"), str) else step.get("error")
     if hack is not None:
         err = f"harness guard fired: {hack}" + (f" ({err})" if err else "")
     return PytestResult(executed=executed, passed=passed, total=total, timed_out=timed_out,
                         collection_error=collection_error, error=err,
                         stdout=step.get("stdout", ""), stderr=step.get("stderr", ""), duration_s=dt, mechanism=mech,
-                        returncode=step.get("returncode"), signal=step.get("signal"), hack=hack)
+                        returncode=step.get("returncode"), signal=step.get("signal"), hack=hack,
+                        outcomes=per_test)
 
 
 def _exec_result(step: dict, mech: str) -> ExecResult:

@@ -58,6 +58,9 @@ class PytestResult:
     returncode: int | None = None  # exit status of the test process (None when killed by a signal)
     signal: int | None = None  # the signal that ended it (e.g. SIGXCPU at the CPU limit, SIGXFSZ at the file limit)
     hack: str | None = None  # the guard that fired (then executed=False, passed=0); see HACK_GUARDS
+    #: per collected test item (pytest node id, passed), in collection order; empty when nothing was collected,
+    #: all False when the run does not count (collection error, guard fired); VeRPO's per-test weights read it
+    outcomes: tuple = ()
 
     @property
     def hack_detected(self) -> bool:

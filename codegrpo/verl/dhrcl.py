@@ -45,6 +45,7 @@ COMPONENTS = ("r_syntax", "r_exec", "r_pass", "r_ast")
 #   reward: the reward variant of codegrpo.rewards.dhrcl
 #   token_weights: stage (follow the curriculum), confidence | uniform | uncertainty (fixed), none (plain GRPO)
 #   curriculum: trend (the controller), fixed (forced schedule), none (constant stage)
+#   norm_adv_by_std (optional, default true): GRPO's std normalisation of the group advantage (VeRPO: false)
 DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "full": {"reward": "full", "token_weights": "stage", "curriculum": "trend"},
     "no_ast": {"reward": "no_ast", "token_weights": "stage", "curriculum": "trend"},
@@ -55,10 +56,12 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "baseline_pass_rate": {"reward": "pass_rate", "token_weights": "none", "curriculum": "none"},
     "baseline_static_dense": {"reward": "static_dense", "token_weights": "none", "curriculum": "none"},
     "baseline_acecoder": {"reward": "reward_model", "token_weights": "none", "curriculum": "none"},
+    # VeRPO (arXiv 2601.03525): A = A_traj + beta * A_turn, group-mean baseline without std normalisation
+    "baseline_verpo": {"reward": "verpo", "token_weights": "none", "curriculum": "none", "norm_adv_by_std": False},
 }
 
 
-BASELINE_REWARDS = ("binary", "pass_rate", "static_dense", "reward_model")
+BASELINE_REWARDS = ("binary", "pass_rate", "static_dense", "reward_model", "verpo")
 
 
 def run_name(variant: str, seed: int | None = None, model: str | None = None) -> str:
@@ -133,7 +136,9 @@ def resolve_variant(dcfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
     variants = {**DEFAULT_VARIANTS, **{k: dict(v) for k, v in (dcfg.get("variants") or {}).items()}}
     if variant not in variants:
         raise ValueError(f"dhrcl: unknown variant {variant!r}; defined: {', '.join(sorted(variants))}")
-    v = {"stage": None, **variants[variant]}
+    v = {"stage": None, "norm_adv_by_std": True, **variants[variant]}
+    if not isinstance(v["norm_adv_by_std"], bool):
+        raise ValueError(f"dhrcl.variants.{variant}.norm_adv_by_std must be true or false, got {v['norm_adv_by_std']!r}")
     if v["curriculum"] not in ("trend", "fixed", "none"):
         raise ValueError(f"dhrcl.variants.{variant}.curriculum must be trend, fixed or none, got {v['curriculum']!r}")
     if v["token_weights"] not in ("stage", "confidence", "uniform", "uncertainty", "none"):
@@ -381,6 +386,9 @@ def reward_kwargs(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], token
         out[f"static_w_{k}"] = float(v)
     if variant_def["reward"] == "reward_model":
         out["rm_response"] = _resolved(dcfg, "reward_model")["response"]
+    if variant_def["reward"] == "verpo":
+        for k, v in (r.get("verpo") or {}).items():
+            out[f"verpo_{k}"] = v
     if r["use_policy_tokenizer"] and tokenizer_path:
         out["tokenizer_path"] = str(tokenizer_path)
     return out
@@ -431,6 +439,8 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
         f"codegrpo.step_callbacks={fmt(['codegrpo.verl.dhrcl:on_step'])}",
         f"codegrpo.chat_template_kwargs={fmt(chat_template_kwargs(cfg))}",
     ]
+    if not vdef.get("norm_adv_by_std", True):  # VeRPO: the group-mean baseline without std normalisation
+        ov.append("algorithm.norm_adv_by_std_in_grpo=false")
     if vdef["token_weights"] != "none":
         ov.append(f"{ar}.model.external_lib=codegrpo.verl.losses")
     if cfg["device"] == "cpu":

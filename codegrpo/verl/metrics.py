@@ -88,3 +88,34 @@ def tracking_class(metrics_file: str | os.PathLike | None, before_log=None, step
                 self._codegrpo_metrics.log(step, data)
 
     return ProjectTracking
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training dynamics and cost per step (every GRPO run; docs/dhrcl.md, "Training dynamics and efficiency")
+# ---------------------------------------------------------------------------------------------------------
+DEGENERATE_KEY = "dynamics/degenerate_group_ratio"
+STEP_S_KEY = "perf/step_s"
+GPU_HOURS_KEY = "perf/gpu_hours"
+
+
+def degenerate_group_ratio(scores, uids, tol: float = 1e-9) -> float | None:
+    """Share of GRPO groups (samples with the same ``uid``) whose rewards are all equal (within ``tol``): such a
+    group has zero advantage everywhere and gives no gradient. None for an empty batch."""
+    if len(scores) != len(uids):
+        raise ValueError(f"degenerate_group_ratio: {len(scores)} scores but {len(uids)} uids")
+    groups: dict = {}
+    for s, u in zip(scores, uids):
+        groups.setdefault(u, []).append(float(s))
+    if not groups:
+        return None
+    flat = sum(1 for v in groups.values() if max(v) - min(v) <= tol)
+    return flat / len(groups)
+
+
+def step_cost(data: dict, n_gpus: int) -> dict:
+    """The step's wall-clock (verl's own ``timing_s/step``) and GPU-hours (wall-clock x the job's GPUs, the
+    trainer's ``n_gpus_per_node x nnodes``); empty when the step was not timed (validation-only step 0)."""
+    t = data.get("timing_s/step")
+    if t is None:
+        return {}
+    return {STEP_S_KEY: float(t), GPU_HOURS_KEY: float(t) * int(n_gpus) / 3600.0}

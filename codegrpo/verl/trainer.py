@@ -20,7 +20,9 @@ Plug-in hook (the contract other stages build on; see docs/training.md):
   TaskRunner process, which lives for the whole run.
 
 Per-step metrics: every logged step goes to ``codegrpo.metrics_file`` (see :mod:`codegrpo.verl.metrics`), with
-the training rewards' components added as ``reward/<key>/mean`` (verl 0.4.1 logs them only for validation).
+the training rewards' components added as ``reward/<key>/mean`` (verl 0.4.1 logs them only for validation), the
+share of GRPO groups whose rewards are all equal (``dynamics/degenerate_group_ratio``) and the step's cost
+(``perf/step_s`` from verl's own ``timing_s/step``, ``perf/gpu_hours`` = that x the job's GPUs / 3600).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import ray
 import verl.trainer.main_ppo as main_ppo
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-from codegrpo.verl.metrics import tracking_class
+from codegrpo.verl.metrics import DEGENERATE_KEY, degenerate_group_ratio, step_cost, tracking_class
 
 
 def resolve_callable(spec: str):
@@ -60,9 +62,15 @@ class _RewardRecorder:
     def __init__(self, inner):
         self.inner = inner
         self.pending: dict[str, list[float]] = defaultdict(list)
+        self.degenerate: list[float] = []
 
     def __call__(self, data, return_dict: bool = False):
         out = self.inner(data, return_dict=True)
+        uids = getattr(data, "non_tensor_batch", {}).get("uid")
+        if uids is not None:  # GRPO groups: the share whose rewards are all equal (no learning signal)
+            ratio = degenerate_group_ratio(out["reward_tensor"].sum(-1).tolist(), list(uids))
+            if ratio is not None:
+                self.degenerate.append(ratio)
         for key, values in (out.get("reward_extra_info") or {}).items():
             for v in values:
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -73,7 +81,10 @@ class _RewardRecorder:
 
     def pop_metrics(self) -> dict[str, float]:
         out = {f"reward/{k}/mean": sum(v) / len(v) for k, v in self.pending.items() if v}
+        if self.degenerate:
+            out[DEGENERATE_KEY] = sum(self.degenerate) / len(self.degenerate)
         self.pending.clear()
+        self.degenerate.clear()
         return out
 
     def __getattr__(self, name):
@@ -160,6 +171,7 @@ class ProjectTrainer(RayPPOTrainer):
     def _before_log(self, step: int, data: dict) -> dict:
         if isinstance(self.reward_fn, _RewardRecorder):
             data.update(self.reward_fn.pop_metrics())
+        data.update(step_cost(data, int(self.config.trainer.n_gpus_per_node) * int(self.config.trainer.nnodes)))
         for cb in self.step_callbacks:
             out = cb(self, step, data)
             if isinstance(out, dict):
