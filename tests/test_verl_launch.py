@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from codegrpo.config import load_config
+from codegrpo.contracts import RL_STAGES
 from codegrpo.verl import launch as L
 
 
@@ -18,7 +19,7 @@ def _launches(cfg, tmp_path):
         out.append(L.sft_launch(cfg, which, train_files=tmp_path / f"{which}.train.parquet",
                                 val_files=tmp_path / f"{which}.val.parquet", model_path="/models/base",
                                 run_dir=tmp_path / f"sft_{which}"))
-    for stage in L.RL_STAGES:
+    for stage in RL_STAGES:
         out.append(L.grpo_launch(cfg, cfg[stage], stage, train_files=[tmp_path / "a.parquet"], val_files=tmp_path / "v.parquet",
                                  model_path="/models/sft", run_dir=tmp_path / stage))
     return out
@@ -424,7 +425,7 @@ def test_kl_coef_default_comes_from_the_schema(repo_root, tmp_path):
     kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
               run_dir=tmp_path / "r")
     got = {s: L.grpo_launch(cfg, cfg[s], s, **kw).validate().actor_rollout_ref.actor.kl_loss_coef
-           for s in L.RL_STAGES}
+           for s in RL_STAGES}
     assert got == {"skeleton_rl": 0.01, "skin_rl": 0.02}
     cfg["skin_rl"]["kl_coef"] = 0.0
     c = L.grpo_launch(cfg, cfg["skin_rl"], "skin_rl", **kw).validate()
