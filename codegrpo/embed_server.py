@@ -24,43 +24,24 @@ log = logging.getLogger("codegrpo.embed_server")
 def create_app(model, served_name: str, max_inputs: int = 4096):
     """The FastAPI app serving ``model`` (anything with a sentence-transformers ``encode``) as ``served_name``."""
     import numpy as np
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+    from fastapi import Request
     from starlette.concurrency import run_in_threadpool
 
-    app = FastAPI(title="codegrpo embeddings", version="1")
+    from codegrpo.serving import model_app
+
+    app, error, read_body = model_app("codegrpo embeddings", served_name)
     lock = threading.Lock()  # one encode at a time: torch already uses every core
-    created = int(time.time())
 
     def encode(texts):
         with lock:
             return model.encode(texts, batch_size=min(64, len(texts)), normalize_embeddings=True,
                                 convert_to_numpy=True, show_progress_bar=False)
 
-    def error(status: int, message: str, kind: str = "invalid_request_error"):
-        return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind,
-                                                                   "code": status}})
-
-    @app.get("/health")
-    def health():
-        return {"status": "ok", "model": served_name}
-
-    @app.get("/v1/models")
-    def models():
-        return {"object": "list", "data": [{"id": served_name, "object": "model", "created": created,
-                                            "owned_by": "codegrpo"}]}
-
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
-        try:
-            body = await request.json()
-        except Exception:
-            return error(400, "request body is not valid JSON")
-        if not isinstance(body, dict):
-            return error(400, "request body must be a JSON object")
-        name = body.get("model")
-        if name not in (None, served_name):
-            return error(404, f"model {name!r} is not served here; served: {served_name!r}", "not_found_error")
+        body, bad = await read_body(request)
+        if bad is not None:
+            return bad
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]

@@ -18,40 +18,23 @@ log = logging.getLogger("codegrpo.rm_server")
 
 def create_app(scorer, served_name: str, max_pairs: int = 4096):
     """The FastAPI app serving ``scorer`` (anything with ``score(pairs) -> list[float]``) as ``served_name``."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+    from fastapi import Request
     from starlette.concurrency import run_in_threadpool
 
-    app = FastAPI(title="codegrpo reward model", version="1")
+    from codegrpo.serving import model_app
+
+    app, error, read_body = model_app("codegrpo reward model", served_name)
     lock = threading.Lock()  # one forward pass at a time
-    created = int(time.time())
 
     def score(pairs):
         with lock:
             return scorer.score(pairs)
 
-    def error(status: int, message: str):
-        return JSONResponse(status_code=status, content={"error": {"message": message, "code": status}})
-
-    @app.get("/health")
-    def health():
-        return {"status": "ok", "model": served_name}
-
-    @app.get("/v1/models")
-    def models():
-        return {"object": "list", "data": [{"id": served_name, "object": "model", "created": created,
-                                            "owned_by": "codegrpo"}]}
-
     @app.post("/v1/score")
     async def score_pairs(request: Request):
-        try:
-            body = await request.json()
-        except Exception:
-            return error(400, "request body is not valid JSON")
-        if not isinstance(body, dict):
-            return error(400, "request body must be a JSON object")
-        if body.get("model") not in (None, "", served_name):
-            return error(404, f"model {body.get('model')!r} is not served here; served: {served_name!r}")
+        body, bad = await read_body(request)
+        if bad is not None:
+            return bad
         pairs = body.get("pairs")
         if not isinstance(pairs, list) or not pairs or len(pairs) > max_pairs or not all(
                 isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in pairs):
