@@ -73,6 +73,8 @@ RAY_TRAINING_RULES = {
 
 def start_pipeline_ray():
     executor = getattr(getattr(workflow, "executor_plugin", None), "name", None)
+    if executor != "local":
+        return  # jobs on other nodes cannot join it (and workflow.cores is undefined there)
     n_train = sum(
         1 for j in workflow.dag.needrun_jobs() if j.rule.name in RAY_TRAINING_RULES
     )
