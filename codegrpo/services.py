@@ -178,11 +178,7 @@ def embedding_service(
         "python": shlex.quote(sys.executable), "host": host, "port": port, "model": shlex.quote(model),
         "model_path": shlex.quote(str(section.get("server_model_path") or model)),
     }
-    try:
-        command = shlex.split(template.format(**fields))
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ServiceError(f"embedding.server_command {template!r}: bad template ({exc}); "
-                           f"placeholders: {sorted(fields)}") from exc
+    command = server_command(template, fields, "embedding.server_command")
     api_base = f"http://{host}:{port}/v1"
     endpoint = served_endpoint(section, api_base)
     exports = env_from_config({**section, **endpoint})
@@ -198,6 +194,15 @@ def embedding_service(
     )
     svc.endpoint = endpoint
     return svc
+
+
+def server_command(template: str, fields: Mapping[str, Any], key: str) -> list[str]:
+    """The argv of a server's command ``template`` (config key ``key``) with ``fields`` filled in; a template with
+    an unknown placeholder or bad syntax is a :class:`ServiceError` naming the key and the placeholders."""
+    try:
+        return shlex.split(template.format(**fields))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ServiceError(f"{key} {template!r}: bad template ({exc}); placeholders: {sorted(fields)}") from exc
 
 
 def reward_model_service(section: Mapping[str, Any], log_path: str | os.PathLike | None = None,
@@ -216,11 +221,7 @@ def reward_model_service(section: Mapping[str, Any], log_path: str | os.PathLike
               "model_path": shlex.quote(str(section["model"]))}
     for key in ("value_head_prefix", "dtype", "device", "max_length", "batch_size"):
         fields[key] = shlex.quote(str(section[key]))
-    try:
-        command = shlex.split(template.format(**fields))
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ServiceError(f"dhrcl.reward_model.server_command {template!r}: bad template ({exc}); "
-                           f"placeholders: {sorted(fields)}") from exc
+    command = server_command(template, fields, "dhrcl.reward_model.server_command")
     api_base = f"http://{host}:{port}/v1"
     env = {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
     if section.get("cuda_visible_devices") is not None:
