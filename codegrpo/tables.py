@@ -324,6 +324,9 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
         row["syntax acc"] = sum(syn) / len(syn) if syn else None
         row["exec acc"] = sum(exe) / len(exe) if exe else None
         row["setting"] = any_res.get("setting") or ("reconstructed" if any_res.get("reconstructed") else "")
+        unguarded = sorted(b for b, r in per.items() if r.get("guarded") is False)
+        if unguarded:  # scored without a private uid (evaluate.codegen.allow_shared_uid; docs/sandbox.md)
+            row["setting"] = (row["setting"] + "; " if row["setting"] else "") + "UNGUARDED: " + ", ".join(unguarded)
         provs = [_prov(per[b]) for b in benchmarks if b in per]
         row["source"] = "; ".join(p["source"] for p in provs)
         row["config"] = "; ".join(sorted({p["config"] for p in provs}))
@@ -346,6 +349,10 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
             if per_bench.get(key) is not None:
                 row[col] = per_bench[key]
         t.rows.append(row)
+    if any(r.get("guarded") is False for r in results if r.get("kind") == "codegen"):
+        t.notes.append("UNGUARDED (setting column): those benchmarks were scored without a private uid "
+                       "(evaluate.codegen.allow_shared_uid), so a program could have read its harness's expected "
+                       "outputs or killed it; their numbers are not protected against tampering (docs/sandbox.md).")
     t.notes.append("'reconstructed': a setting of this project's reconstruction of DHRCL (stage-3 formula, trend "
                    "controller, token weights; see the DHRCL docs), not the paper's exact method.")
     if paper:

@@ -235,6 +235,7 @@ def evaluate_samples(benchmark: str, problems: Sequence[Problem], samples: Mappi
             jobs.append((p, extract_code(comp) if extract else comp, j))
     results: list[SampleResult] = []
     with make_sandbox(workers, sandbox_limits) as sandbox, cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        guarded = require_guarded(sandbox, benchmark, bool((suites or {}).get("allow_shared_uid", False)))
         futs = [pool.submit(scorer, p, code, j, sandbox, timeout) for p, code, j in jobs]
         for fut in tqdm(cf.as_completed(futs), total=len(futs), desc=benchmark, unit="sample"):
             results.append(fut.result())
@@ -243,11 +244,33 @@ def evaluate_samples(benchmark: str, problems: Sequence[Problem], samples: Mappi
     from codegrpo.eval.suites import suite_summary
 
     summary.update(suite_summary(benchmark, results))
+    # False: scored without a private uid (evaluate.codegen.allow_shared_uid): the candidate could read its
+    # harness's files and kill it, so these numbers are not guarded against tampering (docs/sandbox.md)
+    summary["guarded"] = guarded
+    summary["sandbox_mechanism"] = sandbox.mechanism
     log.info("%s: %d problems, %d samples, pass@1 %.2f%%, syntax %.2f%%, exec %.2f%%, %.1f s", benchmark,
              summary["n_problems"], len(results), summary["pass@k"].get("1", float("nan")),
              summary["syntax_acc"], summary["exec_acc"], time.time() - t0)
     summary["records"] = [r.__dict__ for r in results]
     return summary
+
+
+def require_guarded(sandbox, benchmark: str, allow_shared_uid: bool) -> bool:
+    """Whether ``sandbox`` runs each job under private uids (the harness out of the candidate's reach). Without
+    them evaluation fails closed: a candidate sharing the harness's uid can read the task and the expected
+    outputs and kill the runner (docs/sandbox.md, *Shared uid and evaluation*), unless
+    ``evaluate.codegen.allow_shared_uid`` is true; the result then states ``guarded: false``."""
+    if sandbox.info.private_uid:
+        return True
+    if not allow_shared_uid:
+        raise RuntimeError(
+            f"{benchmark}: the sandbox has no private uid (mechanism {sandbox.mechanism}: not running as root), so a "
+            "candidate could read its harness's task and expected outputs and kill the runner; run the evaluation "
+            "as root (e.g. in the container), or set evaluate.codegen.allow_shared_uid: true to score anyway with "
+            "the numbers marked unguarded (docs/sandbox.md)")
+    log.warning("%s: scored WITHOUT a private uid (evaluate.codegen.allow_shared_uid): the numbers are marked "
+                "unguarded, a candidate could read its harness's expected outputs", benchmark)
+    return False
 
 
 def aggregate(results: Sequence[SampleResult], ks: Sequence[int] = (1,)) -> dict:

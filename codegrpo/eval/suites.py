@@ -287,7 +287,9 @@ def _suite_verdict(sandbox, mode: str, task: dict, cand_files: Mapping[str, str 
                                  timeout_s=timeout_s, limits=limits)
     out = rep.get("verdict") if isinstance(rep.get("verdict"), dict) else {}
     hack = None
-    if rep.get("write_failed"):
+    if rep.get("supervisor_lost"):  # it killed (or wrote into) its supervisor on every attempt (shared uid)
+        hack = "supervisor_lost"
+    elif rep.get("write_failed"):
         hack = "report_write_error"
     elif isinstance(rep.get("protocol_errors"), int) and rep["protocol_errors"] > 0:
         hack = "protocol_violation"

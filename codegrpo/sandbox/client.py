@@ -327,7 +327,11 @@ class Sandbox:
                 files[f"{side}/{name}"] = (base64.b64encode(data).decode() if isinstance(data, bytes)
                                            else _b64(data))
         step = {"kind": "suite", "mode": mode, "driver": _b64(driver), "limits": dataclasses.asdict(lim)}
-        resp = self._submit({"steps": [step], "files": files, "collect": []}, lim.wall_s)
+        try:
+            resp = self._submit({"steps": [step], "files": files, "collect": []}, lim.wall_s)
+        except _JobLost as exc:  # the job took its supervisor down on every attempt: it fails, the batch goes on
+            return (ExecResult(returncode=None, signal=None, timed_out=False, stdout="", stderr=str(exc)[-2000:],
+                               duration_s=0.0, mechanism=self.mechanism), {"supervisor_lost": str(exc)})
         st = resp["steps"][0]
         res = _exec_result(st, self.mechanism)
         rep = dict(st.get("report") or {})
