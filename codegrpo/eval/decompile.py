@@ -340,22 +340,46 @@ _C_HACK_PATTERNS = (
 )
 
 # The guard's own main: the test's ``main`` is renamed (``-Dmain=__cg_test_main``) and called from here; only when
-# it *returns* is the job's nonce (argv's last word, unknown when the candidate was written) printed. (Its return
-# value is not used: a test ``int main() { ... }`` without ``return`` returns 0 only as ``main``.) The guard runs
-# on programs that passed, so a test main that returns has passed its asserts. A program that ends with status 0
-# without the nonce left through exit(0) / _exit(0) / a signal handler / a constructor before the test finished.
+# it *returns* is the job's nonce (unknown when the candidate was written) printed. (Its return value is not used:
+# a test ``int main() { ... }`` without ``return`` returns 0 only as ``main``.) The guard runs on programs that
+# passed, so a test main that returns has passed its asserts. A program that ends with status 0 without the nonce
+# left through exit(0) / _exit(0) / a signal handler / a constructor before the test finished.
+# The nonce is never in argv or the environment (``/proc/self/cmdline`` / ``environ``): it comes on stdin, which
+# this main reads, then unlinks (the file it was read from, found through ``/proc/self/fd/0``) and replaces by
+# ``/dev/null`` (what the reference run's stdin is) before the test's main runs. It then lives only in a static
+# buffer whose name is random per compile (``@BUF@``), declared after the candidate's code, so the candidate cannot
+# name it (docs/sandbox.md: a program that scans its own memory, or reads stdin in code that runs before main,
+# can still find it).
 _C_GUARD_MAIN = r"""
 #undef main
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 int __cg_test_main();
+static char @BUF@[64];
 int main(int argc, char **argv) {
-    const char *nonce = argv[argc - 1];
-    __cg_test_main(argc - 1, argv);
+    char path[512];
+    ssize_t n = 0, got;
+    while (n < (ssize_t)sizeof(@BUF@) - 1 && (got = read(0, @BUF@ + n, sizeof(@BUF@) - 1 - n)) > 0)
+        n += got;
+    @BUF@[n] = 0;
+    got = readlink("/proc/self/fd/0", path, sizeof(path) - 1);
+    if (n > 0 && got > 0) {
+        path[got] = 0;
+        if (path[0] == '/' && strncmp(path, "/dev/", 5) != 0)
+            (void)unlink(path);
+    }
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) {
+        dup2(null, 0);
+        if (null != 0)
+            close(null);
+    }
+    __cg_test_main(argc, argv);
     fflush(stdout);
     (void)!write(1, "\n", 1);
-    (void)!write(1, nonce, strlen(nonce));
+    (void)!write(1, @BUF@, strlen(@BUF@));
     (void)!write(1, "\n", 1);
     return 0;
 }
@@ -374,12 +398,13 @@ def exit_guard(full: str, sandbox, timeout: float = 10.0, compile_timeout: float
     """The run-time guard for a program that passed: the same program with the guard's main around the test's
     (:data:`_C_GUARD_MAIN`); "early_exit" when it exits 0 without printing the nonce, else None (also when the
     guarded program does not compile, e.g. a ``void main``: the guard then cannot say)."""
-    res = sandbox.compile_c(full + "\n" + _C_GUARD_MAIN, timeout_s=compile_timeout,
+    guard = _C_GUARD_MAIN.replace("@BUF@", "__cg_b" + os.urandom(8).hex())
+    res = sandbox.compile_c(full + "\n" + guard, timeout_s=compile_timeout,
                             flags=("-O0", "-Dmain=__cg_test_main"), libs=("-lm",))
     if not res.ok:
         return None
-    nonce = "cg-" + os.urandom(12).hex()
-    run = sandbox.run_binary(res.binary, args=[nonce], timeout_s=timeout)
+    nonce = os.urandom(16).hex()
+    run = sandbox.run_binary(res.binary, stdin=nonce, timeout_s=timeout)
     if run.timed_out or run.returncode != 0:
         return None  # the reference run passed; a different outcome here is not evidence of a trick
     return None if nonce in (run.stdout or "")[-200:] else "early_exit"

@@ -86,3 +86,48 @@ def test_summary_counts_flagged_passes():
     s = d.summarize_records(recs)
     assert s["reexec"] == {"O0": pytest.approx(200 / 3), "O2": 100.0}  # the reference's number, unchanged
     assert s["hack_detected"] == {"O0": 1, "O2": 1} and s["hack_detected_total"] == 2
+
+
+# The early-exit guard's nonce is not in the process's argv or environment: a function that prints everything it
+# can read about its own process (cmdline, environ, stdin by descriptor and by path)
+# and then exits 0 still passes (the reference's criterion) and is still flagged.
+READ_NONCE = ("#include <fcntl.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+              "static void cg_dump(const char *p) { char b[4096]; int fd = open(p, O_RDONLY); if (fd < 0) return;\n"
+              "  ssize_t n; while ((n = read(fd, b, sizeof b)) > 0) { for (ssize_t i = 0; i < n; i++)\n"
+              "    if (!b[i]) b[i] = '\\n'; (void)!write(1, \"\\n\", 1); (void)!write(1, b, n); } close(fd); }\n"
+              + SIG + " {\n"
+              "  cg_dump(\"/proc/self/environ\"); cg_dump(\".stdin\"); cg_dump(\"/proc/self/fd/0\");\n"
+              "  char b[256]; ssize_t n = read(0, b, sizeof b); if (n > 0) (void)!write(1, b, n);\n"
+              "  cg_dump(\"/proc/self/cmdline\");  /* last: the guard looks at the end of the output */\n"
+              "  (void)!write(1, \"\\n\", 1); exit(0); }\n")
+
+
+def test_guard_nonce_cannot_be_read_from_the_process(task, sandbox):
+    res = _check(task, READ_NONCE, sandbox)
+    assert res.passed, res  # exit status 0: the reference's verdict is kept
+    assert res.hack == "early_exit", res
+
+
+def test_guard_nonce_is_not_in_argv_or_environment(task, sandbox):
+    """The guarded run's own view: the program prints its cmdline and environ and exits 0 early; what it printed
+    holds none of the nonce's text (the nonce is 32 hex digits read from stdin)."""
+    import re
+
+    dep = "\n".join(d.split_includes(task.c_func)[0])
+    full = sk2d.assemble_program(dep, READ_NONCE, task.c_test)
+    seen = {}
+    real_run = sandbox.run_binary
+
+    def spy(binary, *a, **k):
+        res = real_run(binary, *a, **k)
+        seen.update(stdin=k.get("stdin"), args=k.get("args"), stdout=res.stdout)
+        return res
+
+    sandbox.run_binary = spy
+    try:
+        assert d.exit_guard(full, sandbox, timeout=5.0) == "early_exit"
+    finally:
+        del sandbox.run_binary
+    assert re.fullmatch(r"[0-9a-f]{32}", seen["stdin"]) and not seen["args"]
+    assert "PATH=" in seen["stdout"]  # it did read its environment
+    assert seen["stdin"] not in seen["stdout"]
