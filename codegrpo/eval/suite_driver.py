@@ -28,8 +28,9 @@ The checks follow each benchmark's own evaluation (docs/evaluation.md names the 
   ``environ`` predefined, TZ=UTC); the ``TestCases`` class runs under unittest with one time limit; the task
   passes when no test fails or errors. The benchmark's tests need the solution's own objects (mocks patch its
   imports, DataFrames and plots are inspected), so they run in the candidate's process (:data:`BCB_CANDIDATE`);
-  the runner judges the plain-data account it gets back against the test names of the file as written and a
-  hidden canary test that must fail (docs/sandbox.md names what this does not guarantee).
+  the runner judges the plain-data account it gets back against the test names of the file as written (the
+  candidate runs them under random names, :mod:`codegrpo.eval.bcb_tests`), hidden canary tests that must fail,
+  and a run-time probe for always-equal classes (docs/sandbox.md names what this does not guarantee).
 """
 
 from __future__ import annotations
@@ -468,13 +469,71 @@ class _Quiet:
         return False
 
 
+def _lib_dirs():
+    import sysconfig
+    dirs = {_sys.prefix, _sys.base_prefix, _sys.exec_prefix, _sys.base_exec_prefix}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            dirs.add(sysconfig.get_path(key))
+        except Exception:
+            pass
+    return tuple(_os.path.join(_os.path.realpath(d), "") for d in dirs if d)
+
+
+_LIBS = _lib_dirs()
+_FN = _types.FunctionType
+
+
+def _codes(code, out):
+    out.add(code)
+    for c in code.co_consts:
+        if isinstance(c, _types.CodeType):
+            _codes(c, out)
+    return out
+
+
+def _always_equal(skip=frozenset()):
+    # Classes alive now whose own __eq__ (__ne__) is a Python function, neither from the installed libraries nor
+    # the test file's own code (``skip``), that answers True (False) for two unrelated fresh objects: the
+    # always-equal trick, also when the class is built at run time.
+    found, seen, todo = [], set(), [object]
+    while todo:
+        cls = todo.pop()
+        try:
+            subs = type.__subclasses__(cls)
+        except Exception:
+            subs = []
+        for sub in subs:
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                todo.append(sub)
+        try:
+            own = type.__getattribute__(cls, "__dict__")
+        except Exception:
+            continue
+        for name, want in (("__eq__", True), ("__ne__", False)):
+            fn = own.get(name)
+            if type(fn) is not _FN:
+                continue
+            where = fn.__code__.co_filename
+            if fn.__code__ in skip or where.startswith("<frozen") or _os.path.realpath(where).startswith(_LIBS):
+                continue
+            try:
+                got = fn(object(), object())
+            except Exception:
+                continue
+            if got is want:
+                found.append(str(getattr(cls, "__qualname__", "?")))
+    return sorted(set(found))
+
+
 def run_tests(test, timeout):
     import unittest
 
     _os.environ["TZ"] = "UTC"
     if hasattr(_time, "tzset"):
         _time.tzset()
-    res = {"executed": False, "error": None, "timeout": False, "ran": [], "failed": {}}
+    res = {"executed": False, "error": None, "timeout": False, "ran": [], "failed": {}, "always_equal": []}
     _signal.signal(_signal.SIGALRM, _alarm)
     mod = _types.ModuleType("__test__")
     mod.__dict__.update({"__builtins__": __builtins__, "__file__": "__test__.py", "__package__": None,
@@ -492,14 +551,17 @@ def run_tests(test, timeout):
     try:
         with _Quiet():
             exec(compile(code, "__test__.py", "exec"), mod.__dict__)
+            eq = _always_equal()
         res["executed"] = True
+        tcode = compile(test, "__test__.py", "exec")
         with _Quiet():
-            exec(compile(test, "__test__.py", "exec"), mod.__dict__)
+            exec(tcode, mod.__dict__)
             _sys.modules["__test__"] = mod
             suite = unittest.TestLoader().loadTestsFromTestCase(mod.__dict__["TestCases"])
             result = _Result()
             _STOP.append(result)
             suite.run(result)
+            eq += _always_equal(_codes(tcode, set()))
         _signal.setitimer(_signal.ITIMER_REAL, 0)
         if _FIRED:
             raise _Timeout()
@@ -513,6 +575,7 @@ def run_tests(test, timeout):
         res["trace"] = _tb.format_exc()[-1000:]
         return res
     res["ran"] = [str(n) for n in ran]
+    res["always_equal"] = sorted(set(eq))
     for t, trace in result.failures + result.errors:
         res["failed"][str(t.id().split(".")[-1])] = str(trace)[-600:]
     return res
@@ -552,7 +615,8 @@ def always_equal_classes(src: str) -> list[str]:
 
 def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
     """Runner side of BigCodeBench: the verdict from the plain-data account of the run, checked here against
-    the test names of the test file as written (host-parsed) and a hidden canary test that must fail."""
+    the test names of the test file as written (host-parsed; run under random names, ``test_names`` maps them
+    back), the hidden canaries that must fail, and the candidate's always-equal probe."""
     timeout = float(task["timeout"])
     res: dict = {"executed": False, "error": None, "status": "fail", "n": 0, "failed": {}}
     sol, err = _connect(rpc, sock_fd, timeout)
@@ -586,11 +650,21 @@ def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
                    error="harness guard fired: always_equal (" + ", ".join(always_equal_classes(task["program"]))
                    + ")")
         return res
+    eq = r.get("always_equal")
+    if type(eq) is not list:
+        res["error"] = "no account of the tests"
+        return res
+    if eq:  # a class with an always-true __eq__ (or always-false __ne__) was alive in the candidate's process
+        res.update(executed=False, hack="always_equal",
+                   error="harness guard fired: always_equal (" + ", ".join(str(x) for x in eq)[:200] + ")")
+        return res
     ran = [n for n in r["ran"] if type(n) is str]
     failed = {k: str(v)[-600:] for k, v in r["failed"].items() if type(k) is str}
-    canary, required = task["canary"], set(task["test_names"])
-    names = set(ran) - {canary}
-    if canary not in ran or canary not in failed:
+    # the candidate ran the tests under random names (codegrpo.eval.bcb_tests); test_names maps them back
+    canaries, orig = set(task["canaries"]), task["test_names"]
+    required = set(orig)
+    names = set(ran) - canaries
+    if not canaries <= set(ran) or not canaries <= set(failed):  # each canary ran and failed
         res["hack"] = "canary"
     elif set(failed) - set(ran):
         res["hack"] = "unknown_test_ids"
@@ -598,9 +672,10 @@ def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
         res["hack"] = "missing_test_ids"
     elif task["strict_names"] and names - required:
         res["hack"] = "extra_test_ids"
-    failed.pop(canary, None)
+    for canary in canaries:
+        failed.pop(canary, None)
     res["n"] = len(names)
-    res["failed"] = failed
+    res["failed"] = {orig.get(k, k): v for k, v in failed.items()}
     if res.get("hack"):
         res.update(executed=False, error="harness guard fired: " + res["hack"])
     elif not failed and names:

@@ -37,6 +37,7 @@ import zlib
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from codegrpo.eval import bcb_tests
 from codegrpo.eval.codegen import Problem, SampleResult, humaneval_prompt, parses
 from codegrpo.eval.suite_driver import BCB_CANDIDATE, LCB_STDIO_CANDIDATE
 from codegrpo.io import iter_jsonl
@@ -426,10 +427,11 @@ def score_bigcodebench(problem: Problem, code: str, sample: int, sandbox, timeou
     limit_s = float(cfg.get("timeout_s", 240.0))
     lim = dataclasses.replace(sandbox.limits, memory_mb=max(sandbox.limits.memory_mb, int(cfg.get("memory_mb", 8192))),
                               nproc=max(sandbox.limits.nproc, 256))
-    names, strict = bcb_test_names(problem.tests)
-    canary = "test_cg_canary_" + os.urandom(8).hex()
-    task = {"test": problem.tests + bcb_canary(canary), "timeout": limit_s, "canary": canary,
-            "test_names": sorted(names), "strict_names": strict, "program": program}
+    strict = bcb_test_names(problem.tests)[1]
+    # every test renamed at random (the runner keeps the map), canaries cloned from real tests among them
+    test, renamed, canaries = bcb_tests.disguise(problem.tests, bcb_canary)
+    task = {"test": test, "timeout": limit_s, "canaries": canaries, "test_names": renamed,
+            "strict_names": strict, "program": program}
     out, res = _suite_verdict(sandbox, "bcb", task, {"solution.py": BCB_CANDIDATE, "program.py": program},
                               limit_s + 10, limits=lim)
     ok = out.get("status") == "pass"
