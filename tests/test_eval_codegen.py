@@ -118,7 +118,7 @@ def test_loader_rejects_missing_parquet(tmp_path):
 RESULT_FIELDS = {"kind", "benchmark", "system", "label", "variant", "reconstructed", "setting", "data",
                  "benchmark_version", "model", "backend", "sampling", "provenance", "n_problems",
                  "n_samples_per_problem", "pass@k", "syntax_acc", "exec_acc", "test_pass_rate", "hack_detected", "records",
-                 "seconds"}
+                 "guarded", "sandbox_mechanism", "seconds"}
 SAMPLES_FIELDS = {"run", "benchmark", "model", "backend", "sampling", "seconds", "samples"}
 
 
