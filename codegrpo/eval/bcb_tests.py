@@ -108,6 +108,9 @@ def add_canary(test_code: str, name: str, rng: random.Random | None = None,
         return None
     twin = copy.deepcopy(rng.choice(real))
     twin.name = name
+    # a skipped or expected-to-fail clone would not be reported as failed: drop those decorators (it fails anyway)
+    twin.decorator_list = [dec for dec in twin.decorator_list
+                           if not any(w in ast.unparse(dec) for w in ("skip", "expectedFailure"))]
     twin.body = [ast.Try(body=twin.body, handlers=[], orelse=[], finalbody=[_failing_assertion(rng)])]
     methods = [f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
     at = rng.randrange(len(methods) + 1)

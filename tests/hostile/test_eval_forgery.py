@@ -322,3 +322,27 @@ def test_bigcodebench_tests_run_under_random_names(problems):
     unittest.TestLoader().loadTestsFromTestCase(glb["TestCases"]).run(result)
     assert sorted(t.id().split(".")[-1] for t, _ in result.failures + result.errors) == sorted(canaries)
     assert result.testsRun == len(names) + 2
+
+
+def test_bigcodebench_canaries_fail_even_when_cloned_from_skipped_tests():
+    """A canary cloned from a ``@skip`` / ``@expectedFailure`` test drops those decorators (a skipped clone
+    would not fail, and an honest program would be flagged ``canary``); ``mock.patch`` decorators stay."""
+    import unittest
+
+    from codegrpo.eval import bcb_tests
+
+    src = ("import unittest\nfrom unittest import mock\n\n\nclass TestCases(unittest.TestCase):\n"
+           "    @unittest.skip('not here')\n    def test_skipped(self):\n        self.assertEqual(task_func(), 1)\n\n"
+           "    @unittest.expectedFailure\n    def test_xfail(self):\n        self.assertEqual(task_func(), 2)\n\n"
+           "    @mock.patch('os.getcwd', return_value='/x')\n    def test_patched(self, m):\n"
+           "        self.assertEqual(task_func(), 1)\n        self.assertEqual(__import__('os').getcwd(), '/x')\n")
+    for _ in range(10):  # the clones are chosen at random
+        text, names, canaries = bcb_tests.disguise(src, s.bcb_canary)
+        glb: dict = {"__name__": "__test__", "task_func": lambda: 1}
+        exec(text, glb)
+        result = unittest.TestResult()
+        unittest.TestLoader().loadTestsFromTestCase(glb["TestCases"]).run(result)
+        failed = sorted(t.id().split(".")[-1] for t, _ in result.failures + result.errors)
+        assert failed == sorted(canaries), text
+        # only the real tests are skipped / expected to fail; the canaries always fail
+        assert len(result.skipped) == 1 and len(result.expectedFailures) == 1 and result.testsRun == 5
