@@ -91,7 +91,7 @@ def shared_ray():
 
 # ---------------------------------------------------------------------------------------------------------
 # The CPU training chain, trained once per session and read by every test that checks a trained stage
-# (tests/workflow/test_training_workflow.py, tests/test_verl_cpu.py): never train twice to check two things.
+# (tests/workflow/test_training_workflow.py, tests/verl/test_cpu.py): never train twice to check two things.
 
 
 @dataclass

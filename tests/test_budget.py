@@ -12,7 +12,7 @@ import pytest
 from codegrpo import budget, preflight
 from codegrpo.config import load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO_ROOT as ROOT
 
 
 @pytest.fixture(scope="module")

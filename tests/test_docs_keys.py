@@ -14,7 +14,7 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT
 
 SCHEMA = yaml.safe_load((REPO_ROOT / "schemas" / "config.schema.yaml").read_text())
 DOCS = sorted([*(REPO_ROOT / "docs").glob("*.md"), REPO_ROOT / "README.md"])

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from codegrpo import envs
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml",
             "bigcodebench": REPO / "envs" / "bigcodebench.yaml"}
 # pyproject dependencies a job environment may leave out, and why

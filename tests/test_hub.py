@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from codegrpo import hub, preflight
-from hub_standin import COMMIT, HubStandIn
+from tests.hub_standin import COMMIT, HubStandIn
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 MODEL_ID = "codegrpo-test/tiny-qwen2"
 DATASET_ID = "codegrpo-test/TinyRows-10K"  # datasets snake-cases the cache folder: tiny_rows-10_k
 LCB_ID = "codegrpo-test/lcb-lite"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,7 +24,7 @@ from codegrpo.config import load_config
 from codegrpo.curriculum import CurriculumConfig, CurriculumController
 from codegrpo.rewards import compute_score, compute_score_batch
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 
 
 # ---------------------------------------------------------------------------------------------- fast

@@ -15,7 +15,7 @@ import pytest
 
 from codegrpo import preflight
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 ONLINE = {"WANDB_MODE": "offline"}
 

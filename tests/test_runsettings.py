@@ -1,6 +1,6 @@
 """The one settings channel: inside a training run the reward code reads its compile / sandbox settings from the
 run's settings.json ($CODEGRPO_RUN_SETTINGS), over the documented environment overrides (embedding: see
-tests/test_embedding.py::test_identifier_reward_reads_the_run_settings)."""
+tests/rewards/test_embedding.py::test_identifier_reward_reads_the_run_settings)."""
 
 from __future__ import annotations
 

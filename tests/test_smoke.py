@@ -15,7 +15,7 @@ from codegrpo import smoke
 from codegrpo.config import load_config
 from codegrpo.smoke import Check, CheckResult
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 
 
 def test_report_lists_each_check_with_status_time_and_error(tmp_path):

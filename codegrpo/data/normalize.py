@@ -11,7 +11,7 @@ The style is a parameter: the reference calls ``--style=Google``, but from clang
 longer derives the pointer alignment from the input (``DerivePointerAlignment: false``), so ``char *p`` becomes
 ``char* p``. The project's default, ``{BasedOnStyle: Google, DerivePointerAlignment: true}``, restores the
 behaviour of the formatter that produced the shipped data (99 of the 100 shipped RL prompts are unchanged by a
-second normalisation, against 11 with the plain preset; see tests/test_data_normalize.py).
+second normalisation, against 11 with the plain preset; see tests/data/test_normalize.py).
 
 The reference uses a 0.5 s clang-format timeout; ``clang_format_timeout`` is a config key because a loaded
 machine can exceed 0.5 s for a formatter start-up, which would drop good records.

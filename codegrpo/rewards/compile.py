@@ -22,7 +22,7 @@ else (error, timeout, missing gcc, text that cannot be encoded) → 0.0.
   ``alias``/``section``/``always_inline``/``error``, ``__builtin_*``, pragmas, ``[[...]]`` attributes,
   ``#include``, non-ASCII or universal character names), or may define a file-scope object of void type
   (:func:`may_define_void_object`: ``void v;`` passes the syntax check but not ``gcc -c``), or when the syntax
-  check itself took more than ``confirm_after_s`` seconds (so the 5 s limit decides the same way). ``tests/test_compile_engine.py`` checks
+  check itself took more than ``confirm_after_s`` seconds (so the 5 s limit decides the same way). ``tests/rewards/test_compile.py`` checks
   that both modes agree on the shipped data and on a mutation corpus. Mode ``"exact"`` always runs the
   reference command.
 

@@ -19,7 +19,7 @@ per-call cost. The split needs ``_pytest.config._prepareconfig``, ``_pytest.main
 * :func:`prepare_session` (supervisor, at start) and :func:`run_prepared_session` (runner) are the only users;
 * if a future pytest changes these APIs, :func:`prepare_session` raises, the supervisor logs it and every job
   uses the public ``pytest.main`` instead, with the same outcome, only slower;
-* ``benchmarks/bench_sandbox.py`` and ``tests/test_execution.py`` check that both paths give identical results.
+* ``benchmarks/bench_sandbox.py`` and ``tests/sandbox/test_client.py`` check that both paths give identical results.
 
 The runner reports JSON lines: whether the solution's first message arrived (``hello``), the collected items
 (node id, function name), collection errors, each test's outcome, whether the solution still answered at the

@@ -1,7 +1,7 @@
 """Bad config files: every kind is refused with a message naming the file (or the key path), through
 ``codegrpo.config.load_config`` and through ``snakemake -n --configfile``, and nothing is written.
 
-``tests/test_data_config.py`` covers the datasets/data sections value by value; this suite covers the kinds of
+``tests/test_config.py`` covers the datasets/data sections value by value; this suite covers the kinds of
 breakage a hand-edited config meets across the whole file (types, unknown keys at every depth, enums, negative
 numbers, required keys, missing input files, text that is not YAML, empty files, duplicate keys...).
 """

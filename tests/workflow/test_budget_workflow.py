@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO_ROOT as REPO
 
 
 def test_snakemake_budget_cpu_default(snakemake_bin, tmp_path):

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO_ROOT as REPO
 
 
 def _plan(snakemake_bin, tmp_path, *targets, configfile="config.yaml", overlay=None, benchmarks=None):

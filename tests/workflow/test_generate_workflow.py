@@ -24,7 +24,7 @@ from codegrpo.data.generate import OUTPUTS, body_key
 from codegrpo.data.headers import BUILD_DIRS, gcc_syntax_check
 from codegrpo.data.ingest import unwrap_prompt
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO_ROOT as ROOT
 BUB = ROOT / "data/sk2decompile/bringupbench-merged.O0.func_map.infer.jsonl"
 HE = ROOT / "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 ARCHIVES = sorted((ROOT.parent / "shared/vendor/psychec").glob("psychec-original-*.tar.gz"))

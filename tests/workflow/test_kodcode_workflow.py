@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_data_kodcode import release_rows, write_release  # noqa: E402
+from tests.data.test_kodcode import release_rows, write_release  # noqa: E402
 
 
 def test_data_kodcode_reads_the_release_copy(snakemake_bin, repo_root, data_dir, tmp_path):

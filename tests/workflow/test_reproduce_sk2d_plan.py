@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import yaml
 
 from codegrpo.config import merge_layers, validate_config
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO_ROOT as REPO
 
 
 def _dry_run(snakemake_bin, tmp_path, *configfiles, target="evaluate"):

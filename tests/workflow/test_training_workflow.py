@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO_ROOT as REPO
 TARGETS = ["sft", "skeleton_rl", "skin_rl"]
 
 
@@ -88,7 +88,7 @@ def test_import_skips_training(snakemake_bin, tmp_path):
 @pytest.mark.slow
 def test_cpu_training_chain(cpu_chain):
     """The whole CPU chain: data -> tiny model -> sft_skeleton -> skeleton_rl -> sft_skin -> skin_rl (the session's
-    run, tests/conftest.py::cpu_chain, also read by tests/test_verl_cpu.py)."""
+    run, tests/conftest.py::cpu_chain, also read by tests/verl/test_cpu.py)."""
     from codegrpo.models import load_model
 
     cpu_chain.check()

@@ -3,7 +3,7 @@
 Its absence is tested directly (nothing on PATH, no build directory); the failure modes of the present
 path are tested with small executable shell scripts named psychecgen / psychecsolver-exe on PATH, which
 exercise the adapter's process handling (arguments, exit codes, missing output, timeouts with lingering
-children) and its memo. The real tool is tested in test_psychec_real.py.
+children) and its memo. The real tool is tested in tests/data/test_headers_psychec.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from codegrpo.cluster.shape import Node, check_config, check_jobs, check_request, parse_sinfo
-from conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT
 
 SINFO = """gpu*|gn01|64|512000|gpu:a100:8(S:0-1)
 gpu*|gn02|64|512000|gpu:a100:8(S:0-1)

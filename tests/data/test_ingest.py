@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.conftest import REPO_ROOT
 import json
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from codegrpo.data.ingest import (
     wrap_prompt,
 )
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "data"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "data"
 
 VERL = {"shape": "verl", "stage": "skeleton", "unwrap": "assembly"}
 RAW_P2N = {"shape": "raw", "stage": "skeleton", "unwrap": "pseudo",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.conftest import REPO_ROOT
 import json
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 from codegrpo.data.ingest import DataError
 from codegrpo.data.kodcode import prepare_kodcode
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "data"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "data"
 OUTPUTS = ("train.parquet", "val.parquet", "heldout.parquet", "rejects.jsonl", "summary.json")
 
 
@@ -142,7 +143,7 @@ def test_bad_record_quarantine_mode(fixture, tmp_path):
     field, words = BAD[fixture]
     path = FIXTURES / fixture
     # two good records cannot fill three slices; add the shipped file so the slices are non-empty
-    shipped = str(Path(__file__).resolve().parents[1] / "data/kodcode/KodCode_algorithm_100_1741212598.json")
+    shipped = str(REPO_ROOT / "data/kodcode/KodCode_algorithm_100_1741212598.json")
     summary = prepare_kodcode([shipped, str(path)], out_dir=tmp_path, val_fraction=0.3, heldout_fraction=0.3,
                               seed=0, on_bad_record="quarantine")
     rejects = [json.loads(x) for x in (tmp_path / "rejects.jsonl").read_text().splitlines()]

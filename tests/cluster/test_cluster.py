@@ -6,6 +6,7 @@ The same code inside real SLURM jobs is tested in tests/slurm/.
 
 from __future__ import annotations
 
+from tests.conftest import REPO_ROOT
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from codegrpo.cluster import (
     unset_prefix,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 ME = socket.gethostname().split(".")[0]
 
@@ -462,7 +463,7 @@ def test_ray_head_address_is_never_loopback_with_hostname_on_127_0_1_1(tmp_path)
             "plan = RayCluster(Allocation('9', (me, 'othernode'), 0, 1), port=30000).plan(); "
             "print(json.dumps([socket.gethostbyname(socket.gethostname()), head_address(me), plan[1][1]]))")
     r = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(hosts), "/etc/hosts", sys.executable,
-                        "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1])
+                        "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     resolved, head, worker_cmd = json.loads(r.stdout.strip().splitlines()[-1])
     assert resolved == "127.0.1.1"  # the hosts file is in effect

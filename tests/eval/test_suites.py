@@ -18,7 +18,7 @@ from codegrpo.hub import HubError
 from codegrpo.eval import codegen as c
 from codegrpo.eval import suites as s
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 SAMPLES = REPO / "data" / "codegen_samples"
 
 # --------------------------------------------------------------------------------------------------------

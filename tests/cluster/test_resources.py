@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 
 from codegrpo.cluster.resources import ResourceError, stage_resources, training_topology
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 
 
 def _with(cfg: dict, **cluster) -> dict:

@@ -246,7 +246,7 @@ def test_make_sandbox_from_config():
 
 
 # ---- what the sandbox can see -----------------------------------------------------------------------------
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 
 # Run in a child interpreter: one job in each mode; prints where the supervisor ran from and the outcomes.
 _CHILD = r"""

@@ -22,7 +22,7 @@ import pytest
 from codegrpo.config import load_config
 from codegrpo.verl import cpu
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 
 
 def _py(code: str, timeout: int = 240) -> subprocess.CompletedProcess:

@@ -2,7 +2,7 @@
 written in decompile-ghidra-100k's schema (``instruction`` = Ghidra pseudo-code prompt, ``output`` = source).
 
 The sample's pairs are real: Ghidra pseudo-code and C source of HumanEval-Decompile rows shipped in
-data/sk2decompile. Headers come from the real Psyche-C when it is built (test_psychec_real.py explains
+data/sk2decompile. Headers come from the real Psyche-C when it is built (tests/data/test_headers_psychec.py explains
 where it is looked up); the generation tests need it.
 """
 
@@ -24,7 +24,7 @@ from codegrpo.data.obfuscate import (
 )
 from codegrpo.rewards.sk2d import extract_identifiers
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO_ROOT as ROOT
 HE = ROOT / "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 N2C = ROOT / "data/sk2decompile/norm2code-examples.jsonl"
 
@@ -121,7 +121,7 @@ def _write_sample(path: Path, n: int = 16) -> list[dict]:
 def psychec():
     p = PsycheC(timeout=60.0)
     if not p.available:
-        pytest.skip("Psyche-C not built (scripts/setup.sh builds it; test_psychec_real.py fails then in CI)")
+        pytest.skip("Psyche-C not built (scripts/setup.sh builds it; tests/data/test_headers_psychec.py fails then in CI)")
     return p
 
 

@@ -16,7 +16,7 @@ from codegrpo.config import load_config
 from codegrpo.models import build_tiny_reward_model
 from codegrpo.rewards import reward_model as rm
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO_ROOT as REPO
 CORPUS = ["def add(a, b):\n    return a + b\n", "Write a function add(a, b) returning the sum.",
           "def first(xs):\n    return xs[0]\n", "Return the first element of a list."] * 10
 

@@ -18,7 +18,7 @@ import pytest
 
 from codegrpo.data.headers import PsycheC, gcc_syntax_check, validate_headers
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO_ROOT as ROOT
 RL = ROOT / "data/sk2decompile/sk2decompile-rl-examples.jsonl"
 ARCHIVES = sorted((ROOT.parent / "shared/vendor/psychec").glob("psychec-original-*.tar.gz"))
 

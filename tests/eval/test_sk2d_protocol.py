@@ -134,7 +134,7 @@ def test_scoring_on_the_shipped_mbpp_sample(repo_root):
 
 class _Recorder:
     """A deterministic stand-in for a model: answers each prompt with a fixed text and records the prompts
-    (the wiring between the phases is what is tested; real models run in tests/test_eval_decompile.py)."""
+    (the wiring between the phases is what is tested; real models run in tests/eval/test_decompile.py)."""
 
     def __init__(self, answer):
         self.answer, self.prompts = answer, []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.conftest import REPO_ROOT
 import json
 import os
 
@@ -11,7 +12,7 @@ import pytest
 from codegrpo.rewards import compute_score_batch
 from codegrpo.rewards.compile import gcc_major
 
-REWARD_ENTRY = os.path.join(os.path.dirname(__file__), "..", "codegrpo", "verl", "reward_entry.py")
+REWARD_ENTRY = os.path.join(str(REPO_ROOT), "codegrpo", "verl", "reward_entry.py")
 
 pytestmark = [
     pytest.mark.slow,

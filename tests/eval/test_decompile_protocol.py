@@ -17,7 +17,7 @@ comparison, renamed function, syntax error). Intended differences from the refer
 * under ``sk2decompile`` a candidate using a type declared only by the test's headers (``bool`` from the
   test's ``<stdbool.h>``) fails, under ``llm4decompile`` it passes -- asserted below;
 * under ``llm4decompile`` name restoration is skipped when the token before ``(`` is not an identifier;
-  ``sk2decompile`` follows the reference even there (tests/test_sk2d_protocol.py: ``str.replace('', name)``);
+  ``sk2decompile`` follows the reference even there (tests/eval/test_sk2d_protocol.py: ``str.replace('', name)``);
 * programs run in the project's sandbox (memory / process limits), and the compile time limit is 30 s
   instead of 10 s (a loaded machine); neither changes a verdict here.
 """
