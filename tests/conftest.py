@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
@@ -31,10 +33,36 @@ def data_dir() -> Path:
     return DATA_DIR
 
 
-@pytest.fixture(scope="session")
-def snakemake_bin() -> str:
+def _snakemake_exe() -> str:
     exe = VENV_BIN / "snakemake"
     return str(exe) if exe.exists() else shutil.which("snakemake")
+
+
+@pytest.fixture(scope="session")
+def snakemake_bin() -> str:
+    return _snakemake_exe()
+
+
+def run_snakemake(*args: str, overlay: dict | None = None, tmp_path: Path | None = None, timeout: float = 900,
+                  cwd: Path = REPO_ROOT, lock: bool = False) -> subprocess.CompletedProcess:
+    """The one way the tests run Snakemake: ``snakemake [--nolock] [--configfile OVERLAY] ARGS`` in ``cwd`` (the
+    repository by default), output captured. ``overlay`` is written as YAML under ``tmp_path``."""
+    cmd = [_snakemake_exe()] + ([] if lock else ["--nolock"])
+    if overlay is not None:
+        if tmp_path is None:
+            raise ValueError("run_snakemake: an overlay needs tmp_path")
+        cfg = tmp_path / "overlay.yaml"
+        cfg.write_text(yaml.safe_dump(overlay))
+        cmd += ["--configfile", str(cfg)]
+    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def job_counts(stdout: str) -> dict[str, int]:
+    """Jobs per rule from the ``Job stats:`` table of a Snakemake run or dry run (the ``total`` row left out)."""
+    if "Job stats:" not in stdout and "Nothing to be done" in stdout:
+        return {}
+    table = stdout.split("Job stats:", 1)[1].split("\ntotal", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
 # The two shipped configurations, validated (defaults filled in); one copy per test module, which may change it.

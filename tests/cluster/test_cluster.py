@@ -6,7 +6,7 @@ The same code inside real SLURM jobs is tested in tests/slurm/.
 
 from __future__ import annotations
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, job_counts, run_snakemake
 import json
 import os
 import re
@@ -340,18 +340,9 @@ def _copy_workflow(dest: Path) -> Path:
 
 
 def _smk(wd: Path, *args: str) -> str:
-    proc = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=wd, capture_output=True, text=True,
-                          timeout=900)
+    proc = run_snakemake("--cores", "2", *args, cwd=wd, lock=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout + proc.stderr
-
-
-def _jobs(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a run or dry run: rule -> count ({} when nothing to do)."""
-    if "Nothing to be done" in output:
-        return {}
-    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
 def _mtimes(wd: Path, pattern: str) -> dict[str, int]:
@@ -379,7 +370,7 @@ def test_one_rule_alone(done_copy):
     upstream = _mtimes(wd, "results/data/*/records.jsonl")
     parquet = _mtimes(wd, "results/data/rl/*.parquet")
     assert upstream and parquet
-    ran = _jobs(_smk(wd, "--forcerun", "data_parquet", "--until", "data_parquet"))
+    ran = job_counts(_smk(wd, "--forcerun", "data_parquet", "--until", "data_parquet"))
     assert set(ran) == {"data_parquet"}
     assert _mtimes(wd, "results/data/*/records.jsonl") == upstream
     assert all(_mtimes(wd, "results/data/rl/*.parquet")[k] > v for k, v in parquet.items())
@@ -392,8 +383,8 @@ def test_changed_code_reruns_by_default_but_not_without_the_code_trigger(done_co
     # newer than every output (the checkout's own times can be older than the results: an old clone)
     later = time.time() + 3600
     os.utime(script, (later, later))
-    assert "data_ingest" in _jobs(_smk(wd, "-n", "data"))
-    assert _jobs(_smk(wd, "-n", "data", "--rerun-triggers", "mtime", "input", "params")) == {}
+    assert "data_ingest" in job_counts(_smk(wd, "-n", "data"))
+    assert job_counts(_smk(wd, "-n", "data", "--rerun-triggers", "mtime", "input", "params")) == {}
 
 
 @pytest.mark.slow
@@ -406,25 +397,25 @@ def test_results_copied_into_a_fresh_clone(done_copy, tmp_path):
     base = int(time.time()) - 100_000
     for i, p in enumerate(files):  # upstream records newer than the parquet built from them
         os.utime(p, (base + i, base + i))
-    assert {"data_normalize", "data_headers", "data_parquet"} <= set(_jobs(_smk(wd, "-n", "data")))
+    assert {"data_normalize", "data_headers", "data_parquet"} <= set(job_counts(_smk(wd, "-n", "data")))
     upstream = _mtimes(wd, "results/data/*/records.jsonl")
-    ran = _jobs(_smk(wd, "data", "--allowed-rules", "data_parquet", "data"))
+    ran = job_counts(_smk(wd, "data", "--allowed-rules", "data_parquet", "data"))
     assert set(ran) <= {"data_parquet", "data"} and "data_parquet" in ran
     assert _mtimes(wd, "results/data/*/records.jsonl") == upstream
     parquet = _mtimes(wd, "results/data/*/*.parquet")
     _smk(wd, "data", "--touch")
-    assert _jobs(_smk(wd, "-n", "data")) == {}
+    assert job_counts(_smk(wd, "-n", "data")) == {}
     assert _mtimes(wd, "results/data/*/*.parquet").keys() == parquet.keys()
 
 
 @pytest.mark.slow
 def test_importing_a_checkpoint_skips_the_upstream_stages(tmp_path):
     wd = _copy_workflow(tmp_path / "wf")
-    full = _jobs(_smk(wd, "-n", "skin_rl"))
+    full = job_counts(_smk(wd, "-n", "skin_rl"))
     assert {"data_parquet", "sft_train", "skin_rl_train"} <= set(full)
     override = tmp_path / "import.yaml"
     override.write_text(yaml.safe_dump({"skin_rl": {"import": str(tmp_path / "some-model")}}))
-    ran = _jobs(_smk(wd, "-n", "skin_rl", "--configfile", "config.yaml", str(override)))
+    ran = job_counts(_smk(wd, "-n", "skin_rl", "--configfile", "config.yaml", str(override)))
     assert set(ran) == {"skin_rl_train", "skin_rl"}
 
 

@@ -3,31 +3,22 @@
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+from tests.conftest import job_counts, run_snakemake
+
 DATA_JOBS = {"data_ingest": 3, "data_normalize": 3, "data_headers": 3, "data_parquet": 4, "data_kodcode": 1, "data": 1}
 
 
-def _snakemake(snakemake_bin, repo_root, *args, timeout=900):
-    return subprocess.run([snakemake_bin, *args], cwd=repo_root, capture_output=True, text=True, timeout=timeout)
-
-
-def _job_counts(output: str) -> dict:
-    table = output.split("Job stats:", 1)[1]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
-
-
 def test_dry_run_plans_data_jobs(snakemake_bin, repo_root, tmp_path):
-    proc = _snakemake(snakemake_bin, repo_root, "-n", "data", "--config", f"results_dir={tmp_path}/res",
+    proc = run_snakemake("-n", "data", "--config", f"results_dir={tmp_path}/res",
                       f"logs_dir={tmp_path}/logs")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _job_counts(proc.stdout) == DATA_JOBS
+    assert job_counts(proc.stdout) == DATA_JOBS
 
 
 def test_dry_run_bad_configfile_is_readable(snakemake_bin, repo_root, tmp_path):
@@ -35,7 +26,7 @@ def test_dry_run_bad_configfile_is_readable(snakemake_bin, repo_root, tmp_path):
     cfg["datasets"]["sk2d_rl_examples"]["shape"] = "csv"
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(cfg))
-    proc = _snakemake(snakemake_bin, repo_root, "-n", "data", "--configfile", str(bad))
+    proc = run_snakemake("-n", "data", "--configfile", str(bad))
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "'csv' is not one of ['verl', 'raw']" in out, out[-3000:]
@@ -54,7 +45,7 @@ def _config_with(repo_root, tmp_path, **changes) -> Path:
 @pytest.mark.slow
 def test_snakemake_data_run(snakemake_bin, repo_root, tmp_path):
     res = tmp_path / "res" / "data"
-    proc = _snakemake(snakemake_bin, repo_root, "data", "--cores", "2", "--config", f"results_dir={tmp_path}/res",
+    proc = run_snakemake("data", "--cores", "2", "--config", f"results_dir={tmp_path}/res",
                       f"logs_dir={tmp_path}/logs")
     assert proc.returncode == 0, proc.stderr[-4000:]
     rl = json.loads((res / "sk2d_rl_examples" / "summary.json").read_text())
@@ -84,7 +75,7 @@ def test_snakemake_data_run(snakemake_bin, repo_root, tmp_path):
         assert len(pd.read_parquet(res / "kodcode" / f"{s}.parquet")) == kc["slices"][s]
     assert "headers: {'ok': " in (tmp_path / "logs" / "data_headers" / "sk2d_rl_examples.log").read_text()
     # nothing left to do: a second dry run plans no job
-    again = _snakemake(snakemake_bin, repo_root, "-n", "data", "--config", f"results_dir={tmp_path}/res",
+    again = run_snakemake("-n", "data", "--config", f"results_dir={tmp_path}/res",
                        f"logs_dir={tmp_path}/logs")
     assert "Nothing to be done" in again.stdout + again.stderr
 
@@ -96,14 +87,14 @@ def test_bad_input_stops_run_or_is_quarantined(snakemake_bin, repo_root, tmp_pat
                            "unwrap": "assembly", "normalize": False, "check_headers": True}}
     cfg = _config_with(repo_root, tmp_path, datasets=datasets)
     target = f"{tmp_path}/res/data/bad_rl/summary.json"
-    proc = _snakemake(snakemake_bin, repo_root, "--configfile", str(cfg), "--cores", "1", target)
+    proc = run_snakemake("--configfile", str(cfg), "--cores", "1", target)
     assert proc.returncode != 0
     log = (tmp_path / "logs" / "data_ingest" / "bad_rl.log").read_text()
     assert f"{fixture}:3: field 'reward_model': missing" in log
     assert not (tmp_path / "res" / "data" / "bad_rl").exists() or not any((tmp_path / "res" / "data" / "bad_rl").iterdir())
 
     cfg = _config_with(repo_root, tmp_path, datasets=datasets, on_bad_record="quarantine")
-    proc = _snakemake(snakemake_bin, repo_root, "--configfile", str(cfg), "--cores", "1", target)
+    proc = run_snakemake("--configfile", str(cfg), "--cores", "1", target)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(Path(target).read_text())
     assert summary["ingest"]["rejected"] == 1 and summary["records"] == 3

@@ -4,12 +4,12 @@ MBPP-Decompile beside HumanEval-Decompile (dry runs only)."""
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT as REPO
+from tests.conftest import run_snakemake
 
 
 def _plan(snakemake_bin, tmp_path, *targets, configfile="config.yaml", overlay=None, benchmarks=None):
@@ -21,8 +21,7 @@ def _plan(snakemake_bin, tmp_path, *targets, configfile="config.yaml", overlay=N
     cfg.update(results_dir=str(tmp_path / "results"), logs_dir=str(tmp_path / "logs"))
     path = tmp_path / "overlay.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    r = subprocess.run([snakemake_bin, "--nolock", "-n", *targets, "--configfile", str(path)], cwd=REPO,
-                       capture_output=True, text=True, timeout=600)
+    r = run_snakemake("-n", *targets, "--configfile", str(path), timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r.stdout
 

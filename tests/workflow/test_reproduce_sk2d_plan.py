@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import yaml
 
 from codegrpo.config import merge_layers, validate_config
 
 from tests.conftest import REPO_ROOT as REPO
+from tests.conftest import run_snakemake
 
 
 def _dry_run(snakemake_bin, tmp_path, *configfiles, target="evaluate"):
-    return subprocess.run([snakemake_bin, "--nolock", "-n", target, "--configfile", *configfiles, "--config",
-                           f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/logs"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    return run_snakemake("-n", target, "--configfile", *configfiles, "--config", f"results_dir={tmp_path}/res",
+                         f"logs_dir={tmp_path}/logs", timeout=600)
 
 
 def test_reproduction_layer_plans_only_the_sk2decompile_evaluation(snakemake_bin, tmp_path):

@@ -4,34 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT as REPO
+from tests.conftest import job_counts, run_snakemake
 TARGETS = ["sft", "skeleton_rl", "skin_rl"]
-
-
-def snakemake(snakemake_bin, *args, overlay: dict | None = None, tmp_path: Path, timeout: int = 900):
-    cmd = [snakemake_bin, "--nolock"]
-    if overlay is not None:
-        cfg = tmp_path / "overlay.yaml"
-        cfg.write_text(yaml.safe_dump(overlay))
-        cmd += ["--configfile", str(cfg)]
-    cmd += list(args)
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-
-
-def _jobs(stdout: str) -> dict[str, int]:
-    lines = stdout.split("Job stats:")[1].splitlines()
-    out = {}
-    for line in lines[3:]:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        out[parts[0]] = int(parts[1])
-    return out
 
 
 def _threads(stdout: str) -> dict[str, set[int]]:
@@ -54,9 +33,9 @@ def _threads(stdout: str) -> dict[str, set[int]]:
 def test_training_dag_plans(snakemake_bin, tmp_path, configfile):
     base = yaml.safe_load((REPO / configfile).read_text())
     overlay = {**base, "results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs")}
-    r = snakemake(snakemake_bin, "-n", "--cores", "2", *TARGETS, overlay=overlay, tmp_path=tmp_path)
+    r = run_snakemake("-n", "--cores", "2", *TARGETS, overlay=overlay, tmp_path=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    jobs = _jobs(r.stdout)
+    jobs = job_counts(r.stdout)
     assert jobs["sft_train"] == 2 and jobs["skeleton_rl_train"] == 1 and jobs["skin_rl_train"] == 1
     assert ("tiny_model" in jobs) == (base["model"]["base"] == "tiny")
     # the threads a training job declares (Snakemake hands them to it as OMP_NUM_THREADS): one on CPU, where
@@ -76,7 +55,7 @@ def test_import_skips_training(snakemake_bin, tmp_path):
     overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs"),
                "sft": {"import": {"skeleton": str(tmp_path / "given"), "skin": None}}}
     done = tmp_path / "results" / "runs" / "sft_skeleton" / "done.json"
-    r = snakemake(snakemake_bin, "-c1", str(done), overlay=overlay, tmp_path=tmp_path)
+    r = run_snakemake("-c1", str(done), overlay=overlay, tmp_path=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "data_parquet" not in r.stdout and "tiny_model" not in r.stdout
     rec = json.loads(done.read_text())
