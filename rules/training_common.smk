@@ -3,6 +3,8 @@
 from codegrpo.verl.dhrcl import plan_runs as dhrcl_plan_runs
 from codegrpo.verl.dhrcl import run_name as dhrcl_run
 from codegrpo.verl.dhrcl import needs_tiny_reward_model
+from codegrpo.packaged import PACKAGED as PACKAGED_MODELS
+from codegrpo.packaged import parse_ref as packaged_ref
 
 
 def training_cfg(*sections):
@@ -17,17 +19,29 @@ def training_cfg(*sections):
     return out
 
 
+def model_ref_input(ref):
+    """Input that provides model reference ``ref``: the tiny model folder (``tiny``), a packaged model's folder
+    (``packaged:<name>``, rule packaged_model), or nothing for a hub id / local folder.
+    """
+    if ref == "tiny":
+        return [res("models", "tiny")]
+    name = packaged_ref(ref)
+    return [res("models", name)] if name else []
+
+
+def model_ref_path(ref):
+    """The folder (or hub id) a model reference stands for (see model_ref_input)."""
+    found = model_ref_input(ref)
+    return found[0] if found else ref
+
+
 def base_model_input():
-    """Input that provides model.base: the tiny model folder, or nothing for a hub id / local folder."""
-    return [res("models", "tiny")] if config["model"]["base"] == "tiny" else []
+    """Input that provides model.base (model_ref_input)."""
+    return model_ref_input(config["model"]["base"])
 
 
 def base_model_path():
-    return (
-        res("models", "tiny")
-        if config["model"]["base"] == "tiny"
-        else config["model"]["base"]
-    )
+    return model_ref_path(config["model"]["base"])
 
 
 def run_hf(run):
@@ -116,6 +130,12 @@ def dhrcl_reward_model_input(run):
     return [res("models", "tiny_rm")] if tiny else []
 
 
-def dhrcl_from_base(run):
-    """The DHRCL run starts from the pipeline's base model (init: base), not from a hub id or folder."""
-    return DHRCL_PLAN[run]["init"] == "base"
+def dhrcl_init_input(run):
+    """Input that provides a DHRCL run's init model (model.base for init: base, else its own reference)."""
+    init = DHRCL_PLAN[run]["init"]
+    return base_model_input() if init == "base" else model_ref_input(init)
+
+
+def dhrcl_init_path(run):
+    init = DHRCL_PLAN[run]["init"]
+    return base_model_path() if init == "base" else model_ref_path(init)

