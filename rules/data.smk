@@ -51,6 +51,7 @@ rule data_ingest:
     conda:
         "../envs/data.yaml"
     threads: 1
+    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -77,6 +78,7 @@ rule data_normalize:
     conda:
         "../envs/data.yaml"
     threads: 1
+    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -102,6 +104,7 @@ rule data_headers:
     conda:
         "../envs/data.yaml"
     threads: 4
+    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -128,6 +131,7 @@ rule data_parquet:
     conda:
         "../envs/data.yaml"
     threads: 1
+    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -183,6 +187,7 @@ rule data_kodcode:
     conda:
         "../envs/data.yaml"
     threads: 2
+    priority: 10
     resources:
         **stage_resources("data"),
     params:

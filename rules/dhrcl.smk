@@ -31,6 +31,7 @@ rule dhrcl_train:
     conda:
         "../envs/train.yaml"
     threads: training_threads()
+    priority: 10
     resources:
         **stage_resources("dhrcl"),
     params:
@@ -55,6 +56,7 @@ rule tiny_reward_model:
     conda:
         "../envs/train.yaml"
     threads: 1
+    priority: 10
     resources:
         **stage_resources("dhrcl"),
     params:

@@ -22,6 +22,7 @@ rule skeleton_rl_train:
     conda:
         "../envs/train.yaml"
     threads: training_threads()
+    priority: 10
     resources:
         **stage_resources("skeleton_rl"),
     params:

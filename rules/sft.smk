@@ -19,6 +19,7 @@ rule tiny_model:
     conda:
         "../envs/train.yaml"
     threads: 1
+    priority: 10
     resources:
         **stage_resources("sft"),
     params:
@@ -40,6 +41,7 @@ rule packaged_model:
     conda:
         "../envs/train.yaml"
     threads: 1
+    priority: 10
     resources:
         **stage_resources("sft"),
     script:
@@ -59,6 +61,7 @@ rule sft_train:
     conda:
         "../envs/train.yaml"
     threads: training_threads()
+    priority: 10
     resources:
         **stage_resources("sft"),
     params:
