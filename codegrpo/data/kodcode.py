@@ -50,7 +50,7 @@ from codegrpo.data.ingest import (
     DEFAULT_MAX_LINE_BYTES,
     BadRecord,
     DataError,
-    _Reject,
+    Reject,
     check_text,
     iter_raw_lines,
     load_source_rows,
@@ -122,24 +122,24 @@ def _parse_python(code: str, field: str) -> None:
     try:
         ast.parse(code)
     except SyntaxError as exc:
-        raise _Reject(field, f"not valid Python: {exc.msg} (line {exc.lineno})") from None
+        raise Reject(field, f"not valid Python: {exc.msg} (line {exc.lineno})") from None
     except ValueError as exc:  # e.g. source contains null bytes
-        raise _Reject(field, f"not valid Python: {exc}") from None
+        raise Reject(field, f"not valid Python: {exc}") from None
 
 
 def parse_kodcode_record(obj) -> dict:
     """Validate one KodCode record; return the fields the DHRCL rows need."""
     if not isinstance(obj, dict):
-        raise _Reject("(json)", f"expected a JSON object, got {type(obj).__name__}")
+        raise Reject("(json)", f"expected a JSON object, got {type(obj).__name__}")
     for key in ("question_id", "question", "solution"):
         if key not in obj:
-            raise _Reject(key, "missing")
+            raise Reject(key, "missing")
     qid = check_text(obj["question_id"], "question_id")
     question = check_text(obj["question"], "question")
     solution = check_text(obj["solution"], "solution")
     tkey = "test_code" if "test_code" in obj else "test" if "test" in obj else None
     if tkey is None:
-        raise _Reject("test_code", "missing (neither test_code nor test)")
+        raise Reject("test_code", "missing (neither test_code nor test)")
     test_code = check_text(obj[tkey], tkey)
     _parse_python(solution, "solution")
     _parse_python(test_code, tkey)
@@ -147,12 +147,12 @@ def parse_kodcode_record(obj) -> dict:
     test_defs = set(top_level_names(test_code))
     if test_info is not None:
         if not isinstance(test_info, list):
-            raise _Reject("test_info", f"expected a list or null, got {type(test_info).__name__}")
+            raise Reject("test_info", f"expected a list or null, got {type(test_info).__name__}")
         for i, t in enumerate(test_info):
             if not isinstance(t, dict):
-                raise _Reject(f"test_info[{i}]", f"expected an object, got {type(t).__name__}")
+                raise Reject(f"test_info[{i}]", f"expected an object, got {type(t).__name__}")
             if "function_name" not in t:
-                raise _Reject(f"test_info[{i}].function_name", "missing")
+                raise Reject(f"test_info[{i}].function_name", "missing")
             check_text(t["function_name"], f"test_info[{i}].function_name")
             if t.get("function_declaration") is not None:
                 check_text(t["function_declaration"], f"test_info[{i}].function_declaration")
@@ -218,29 +218,29 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, object]]:
 
 
 def iter_records(path: Path, max_line_bytes: int) -> Iterator[tuple[int, object, bytes | None]]:
-    """``(line, parsed object or _Reject, raw snippet)`` for a .json array file or a JSONL file."""
+    """``(line, parsed object or Reject, raw snippet)`` for a .json array file or a JSONL file."""
     if path.suffix == ".json":
         for line, obj in iter_json_array(path):
             yield line, obj, None
         return
     for line, raw, size in iter_raw_lines(path, max_line_bytes):
         if raw is None:
-            yield line, _Reject("(line)", f"line is {size} bytes, over max_line_bytes={max_line_bytes}"), None
+            yield line, Reject("(line)", f"line is {size} bytes, over max_line_bytes={max_line_bytes}"), None
             continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield line, _Reject("(line)", f"not valid UTF-8 (byte {exc.start})"), raw
+            yield line, Reject("(line)", f"not valid UTF-8 (byte {exc.start})"), raw
             continue
         if not text.strip():
-            yield line, _Reject("(line)", "blank line"), raw
+            yield line, Reject("(line)", "blank line"), raw
             continue
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            obj = _Reject("(json)", f"invalid JSON: {exc.msg} at column {exc.colno}")
+            obj = Reject("(json)", f"invalid JSON: {exc.msg} at column {exc.colno}")
         except RecursionError:
-            obj = _Reject("(json)", "JSON nested too deeply")
+            obj = Reject("(json)", "JSON nested too deeply")
         yield line, obj, raw
 
 
@@ -385,7 +385,7 @@ def input_files(kod_cfg: dict) -> list[str]:
 
 
 def _iter_inputs(paths: list[str], source: dict | None, max_line_bytes: int):
-    """``(where, line, object or _Reject, raw)`` over the release (``source``) or the JSON / JSONL files."""
+    """``(where, line, object or Reject, raw)`` over the release (``source``) or the JSON / JSONL files."""
     if source and (source.get("hub_id") or source.get("path")):
         name, rows = load_release(source)
         for i, row in enumerate(rows):
@@ -455,13 +455,13 @@ def prepare_kodcode(
             names.append(where)
         lines += 1
         try:
-            if isinstance(obj, _Reject):
+            if isinstance(obj, Reject):
                 raise obj
             if isinstance(obj, dict):  # the configured selection first: rows outside it are not validated
                 _select(obj, subsets, gpt_difficulty, max_benchmark_similarity)
             rec = parse_kodcode_record(obj)
             if rec["question_id"] in seen:
-                raise _Reject("question_id", f"duplicate question_id {rec['question_id']!r} (first at {seen[rec['question_id']]})")
+                raise Reject("question_id", f"duplicate question_id {rec['question_id']!r} (first at {seen[rec['question_id']]})")
             seen[rec["question_id"]] = f"{where}:{line}"
             hit = evals.match(rec["question"]) if evals else None
             if hit:
@@ -469,13 +469,13 @@ def prepare_kodcode(
         except Filtered as why:
             drop(obj.get("question_id"), where, line, why)
             continue
-        except _Reject as rej:
+        except Reject as rej:
             if on_bad_record == "error":
                 raise DataError(where, line, rej.field, rej.reason) from None
             if raw is not None:
                 snippet = raw[:200].decode("utf-8", errors="replace")
             else:
-                snippet = "" if isinstance(obj, _Reject) else json.dumps(obj, default=str)[:200]
+                snippet = "" if isinstance(obj, Reject) else json.dumps(obj, default=str)[:200]
             rejects.append(BadRecord(where, line, rej.field, rej.reason, snippet))
             log.warning("%s:%d: field '%s': %s (quarantined)", where, line, rej.field, rej.reason)
             continue

@@ -668,14 +668,14 @@ def metric_embedding_config(cfg: Mapping) -> dict:
     endpoint in the paper config, the packaged MiniLM in process locally), overridden key by key by
     ``evaluate.decompile.embedding``. Unknown override keys are an error naming the config path.
     """
-    from codegrpo.rewards.embedding import SERVER_KEYS, _FIELD_TYPES
+    from codegrpo.rewards.embedding import SERVER_KEYS, FIELD_TYPES
 
     merged = dict(cfg.get("embedding") or {})
     override = dict(((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding") or {})
-    unknown = sorted(set(override) - set(_FIELD_TYPES) - set(SERVER_KEYS))
+    unknown = sorted(set(override) - set(FIELD_TYPES) - set(SERVER_KEYS))
     if unknown:
         raise ValueError(f"evaluate.decompile.embedding: unknown key(s) {unknown}; known: "
-                         f"{', '.join(list(_FIELD_TYPES) + list(SERVER_KEYS))}")
+                         f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}")
     merged.update(override)
     return merged
 
@@ -689,10 +689,10 @@ def metric_embedding(section: Mapping | None, log_path: str | os.PathLike | None
     overrides point the metric at it. ``description`` names the backend, the model and the endpoint actually
     used (recorded in the result file).
     """
-    from codegrpo.rewards.embedding import _FIELD_TYPES, settings_from_env
+    from codegrpo.rewards.embedding import FIELD_TYPES, settings_from_env
 
     section = dict(section or {})
-    overrides = {k: v for k, v in section.items() if k in _FIELD_TYPES and v not in (None, "")}
+    overrides = {k: v for k, v in section.items() if k in FIELD_TYPES and v not in (None, "")}
     with contextlib.ExitStack() as stack:
         if section.get("serve"):
             from codegrpo.services import embedding_service
