@@ -138,7 +138,7 @@ def plot_degenerate(runs: Mapping[str, Sequence[Mapping]], out_path: str | os.Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from codegrpo.plots import _save
+    from codegrpo.plots import save_figure
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     drawn = 0
@@ -154,5 +154,5 @@ def plot_degenerate(runs: Mapping[str, Sequence[Mapping]], out_path: str | os.Pa
         ax.legend(fontsize=6, ncol=2)
     else:
         ax.text(0.5, 0.5, "no run logged dynamics/degenerate_group_ratio", ha="center", transform=ax.transAxes)
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     return drawn

@@ -252,7 +252,7 @@ def is_fsdp_actor_dir(path: str | os.PathLike) -> bool:
     return any(p.glob("model_world_size_*_rank_*.pt")) and (p / "huggingface" / "config.json").is_file()
 
 
-def _has_tokenizer(p: Path) -> bool:
+def has_tokenizer(p: Path) -> bool:
     return (p / "tokenizer.json").is_file() or (p / "tokenizer_config.json").is_file()
 
 
@@ -286,10 +286,10 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: st
             raise CheckpointError(
                 f"{src}: neither a Hugging Face folder (config.json + weights) nor an FSDP actor checkpoint "
                 "(model_world_size_*_rank_*.pt + huggingface/)")
-        if not _has_tokenizer(tmp):
+        if not has_tokenizer(tmp):
             from transformers import AutoTokenizer
 
-            tok_src = src if _has_tokenizer(src) else (Path(tokenizer_from) if tokenizer_from else None)
+            tok_src = src if has_tokenizer(src) else (Path(tokenizer_from) if tokenizer_from else None)
             if tok_src is None:
                 raise CheckpointError(f"{src}: no tokenizer in the checkpoint and no tokenizer_from given")
             AutoTokenizer.from_pretrained(str(tok_src)).save_pretrained(tmp)

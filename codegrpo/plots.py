@@ -153,7 +153,7 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
     what = f"{len(rows)} steps" if Path(metrics_path).is_file() else "no metrics.jsonl (not trained here)"
     fig.suptitle(f"run {run or Path(metrics_path).parent.name}: {what}", fontsize=10)
     fig.tight_layout()
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     return {"panels": {p: keys[p] for p in panels}, "transitions": transitions, "steps": len(rows)}
 
 
@@ -196,7 +196,7 @@ def plot_reexec(results: Iterable[dict], out_path: str | os.PathLike, published:
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     return sum(len(series) for _, series in panels)
 
 
@@ -218,11 +218,14 @@ def plot_codegen(results: Iterable[dict], out_path: str | os.PathLike) -> int:
     ax.set_ylim(0, 115)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     return len(rows)
 
 
-def _save(fig, out_path: str | os.PathLike) -> None:
+def save_figure(fig, out_path: str | os.PathLike) -> None:
     with atomic_path(out_path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
+
+
+_save = save_figure  # the old name, still imported by codegrpo/learning.py (tests/test_private_imports.py)

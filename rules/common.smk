@@ -15,14 +15,10 @@ validate(config, schema="../schemas/config.schema.yaml")
 # a named code-generation protocol (evaluate.codegen.protocol) replaces the sampling keys it sets
 _apply_codegen_protocol(config)
 
-# Preflight (codegrpo.preflight): config consistency now, before any job is planned; the checks that depend
-# on where jobs run (partition, offline models, wandb) in `onstart` below, for every target of a real run.
+# Preflight (codegrpo.preflight): config consistency now, like the schema above (a pure check: a dry run with an
+# inconsistent config fails), before any job is planned; the checks that depend on where jobs run (partition,
+# offline models, wandb) in `onstart` below, for every target of a real run.
 _preflight.raise_problems(_preflight.check_topology(config))
-
-# The Hugging Face cache and offline switches of every job (hub section; codegrpo.hub): set in this process,
-# whose environment local jobs inherit and SLURM jobs receive (sbatch --export=ALL). Only the prefetch rule goes
-# online (it drops the switches).
-os.environ.update(_hub.job_env(config))
 
 RESULTS = config["results_dir"]
 LOGS = config["logs_dir"]
@@ -87,7 +83,15 @@ def start_pipeline_ray():
     )
 
 
+def set_job_env():
+    """The Hugging Face cache and offline switches of every job (hub section; codegrpo.hub), set in this process
+    before any job starts (``onstart``): local jobs inherit its environment and SLURM jobs receive it (sbatch
+    --export=ALL). Only the prefetch rule goes online (it drops the switches)."""
+    os.environ.update(_hub.job_env(config))
+
+
 onstart:
+    set_job_env()
     preflight_before_jobs()
     start_pipeline_ray()
 

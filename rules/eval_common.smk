@@ -66,11 +66,6 @@ def dec_data_input(wildcards):
     return {} if src.startswith(("http://", "https://")) else {"data": src}
 
 
-def run_model_dir(run):
-    """The Hugging Face model folder a training run exports."""
-    return res("runs", run, "hf")
-
-
 def eval_cpu_resources():
     """The evaluate stage's resources without a GPU (rows that only compile and run programs)."""
     return {

@@ -42,9 +42,9 @@ rule eval_decompile_system:
         unpack(
             lambda wc: {
                 **dec_data_input(wc),
-                "skeleton": run_model_dir(EVAL_SYSTEMS[wc.system]["skeleton"]),
+                "skeleton": run_hf(EVAL_SYSTEMS[wc.system]["skeleton"]),
                 **(
-                    {"skin": run_model_dir(EVAL_SYSTEMS[wc.system]["skin"])}
+                    {"skin": run_hf(EVAL_SYSTEMS[wc.system]["skin"])}
                     if EVAL_SYSTEMS[wc.system].get("skin")
                     else {}
                 ),
@@ -133,27 +133,13 @@ rule eval_codegen_reference:
 
 
 # BigCodeBench's canonical solutions, run with its libraries (envs/bigcodebench.yaml).
-rule eval_codegen_reference_bcb:
-    input:
-        unpack(codegen_data),
-    output:
-        res("eval", "reference", "{benchmark}.json"),
+use rule eval_codegen_reference as eval_codegen_reference_bcb with:
     log:
         logpath("eval_codegen_reference_bcb", "{benchmark}.log"),
     wildcard_constraints:
         benchmark=eval_alternatives(BCB_BENCHMARKS),
     conda:
         "../envs/bigcodebench.yaml"
-    threads: EVAL["workers"]
-    resources:
-        **eval_cpu_resources(),
-    params:
-        limit=EVAL_GEN["limit"],
-        timeout_s=EVAL["timeout_s"],
-        sandbox=EVAL_SANDBOX,
-        suites=EVAL_GEN,
-    script:
-        "../workflow_scripts/eval_codegen_reference.py"
 
 
 # A DHRCL run's model on every code-generation benchmark in one job (training environment, GPU): one model load,
@@ -165,7 +151,7 @@ if EVAL_GEN["benchmarks"]:
         input:
             unpack(
                 lambda wc: {
-                    "model": run_model_dir(wc.run),
+                    "model": run_hf(wc.run),
                     **codegen_run_data(EVAL_GEN["benchmarks"]),
                 }
             ),
@@ -214,7 +200,7 @@ if BCB_BENCHMARKS:
         input:
             unpack(
                 lambda wc: {
-                    "model": run_model_dir(wc.run),
+                    "model": run_hf(wc.run),
                     **codegen_samples_files(wc.run),
                     **codegen_run_data(BCB_BENCHMARKS),
                 }

@@ -1,6 +1,6 @@
 # Stage: tables. Paper tables (results/tables/<name>.{md,csv,tex,html}) and report figures, built from the
 # evaluation outputs (results/eval/) and the training runs' metrics files only. Target rule: `tables`.
-# Library code: codegrpo/tables.py, codegrpo/plots.py (docs/evaluation.md). `snakemake --report report.html`
+# Library code: codegrpo/tables/, codegrpo/plots.py (docs/evaluation.md). `snakemake --report report.html`
 # embeds everything marked report() below.
 REPORT_RUNS = report_runs()
 DYNAMICS_RUNS = dynamics_runs()

@@ -227,7 +227,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     assert "ROWS 5 int f4;" in proc.stdout, proc.stderr[-3000:]
     # the data and evaluation code paths, offline: the KodCode release from its own cache, LiveCodeBench's file
     jobs = ("from codegrpo.data.kodcode import load_release\n"
-            "from codegrpo.eval.suites import _lcb_paths\n"
+            "from codegrpo.eval.suites.livecodebench import _lcb_paths\n"
             f"name, rows = load_release({cfg['data']['kodcode']['source']!r})\n"
             f"(path,) = _lcb_paths({LCB_ID!r}, 'v2')\n"
             "print('JOBS', name, len(rows), open(path).read().strip())\n")

@@ -1,14 +1,14 @@
 """Snakemake script of rule data_generate: SK2Decompile training files from (pseudo-code, source) pairs."""
 
-import logging
 import os
 
 from codegrpo.data.generate import generate_from_config
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("data_generate failed"):
     generate_from_config(
         sm.params.generate,
         normalize_cfg=sm.params.normalize,
@@ -18,6 +18,3 @@ try:
         html_path=sm.output.steps,
         workers=sm.threads,
     )
-except Exception:
-    logging.exception("data_generate failed")
-    raise

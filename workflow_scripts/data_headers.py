@@ -1,15 +1,15 @@
 """Snakemake script of rule data_headers: header validation (gcc) and optional Psyche-C regeneration."""
 
 import json
-import logging
 
 from codegrpo.data.headers import PsycheC, validate_headers, write_dataset_outputs
 from codegrpo.io import read_jsonl
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("data_headers failed"):
     cfg = sm.params.settings
     enabled = bool(sm.params.enabled)
     psychec = None
@@ -30,6 +30,3 @@ try:
     write_dataset_outputs(records, header_summary, ingest_summary=ingest_summary,
                           normalize_summary=normalize_summary, records_path=sm.output.records,
                           tsv_path=sm.output.tsv, summary_path=sm.output.summary)
-except Exception:
-    logging.exception("data_headers failed")
-    raise

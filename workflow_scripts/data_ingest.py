@@ -1,13 +1,12 @@
 """Snakemake script of rule data_ingest: read and validate one configured dataset."""
 
-import logging
-
 from codegrpo.data.ingest import ingest_to_files
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("data_ingest %s failed", sm.params.name):
     ingest_to_files(
         sm.params.name,
         dict(sm.params.dataset),
@@ -18,6 +17,3 @@ try:
         max_line_bytes=sm.params.max_line_bytes,
         aliases=dict(sm.params.aliases),
     )
-except Exception:
-    logging.exception("data_ingest %s failed", sm.params.name)
-    raise

@@ -1,15 +1,15 @@
 """Snakemake script of rule data_kodcode: KodCode train / val / held-out slices for DHRCL."""
 
-import logging
 import os
 
 from codegrpo.data.kodcode import prepare_kodcode
 from codegrpo.sandbox import make_sandbox
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("data_kodcode failed"):
     kod = sm.params.kodcode
     sandbox = None
     if kod["verify_solutions"]:
@@ -36,6 +36,3 @@ try:
     finally:
         if sandbox is not None:
             sandbox.close()
-except Exception:
-    logging.exception("data_kodcode failed")
-    raise

@@ -1,14 +1,13 @@
 """Snakemake script of rule data_normalize: SK2Decompile pseudo-code normalisation of one dataset."""
 
-import logging
-
 from codegrpo.data.normalize import normalize_records
 from codegrpo.io import atomic_group, read_jsonl, write_json, write_jsonl
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("data_normalize failed"):
     cfg = sm.params.settings
     kept, dropped, summary = normalize_records(
         read_jsonl(sm.input.records),
@@ -25,6 +24,3 @@ try:
         write_jsonl(sm.output.records, kept)
         write_jsonl(sm.output.dropped, dropped)
         write_json(sm.output.summary, summary)
-except Exception:
-    logging.exception("data_normalize failed")
-    raise

@@ -1,13 +1,12 @@
 """Snakemake script of rule data_parquet: one stage's verl RL or SFT train/val parquet pair."""
 
-import logging
-
 from codegrpo.data.parquet import write_stage_parquets
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("data_parquet failed"):
     write_stage_parquets(
         list(sm.input),
         stage=sm.wildcards.stage,
@@ -18,6 +17,3 @@ try:
         seed=sm.params.seed,
         skeleton_sft_prompt=sm.params.skeleton_sft_prompt,
     )
-except Exception:
-    logging.exception("data_parquet failed")
-    raise

@@ -5,10 +5,11 @@ import logging
 
 from codegrpo.verl.dhrcl import run_dhrcl, with_reward_model
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("dhrcl_train failed"):
     # dhrcl.reward_model.model: tiny -> the folder rule tiny_reward_model built
     cfg = with_reward_model(sm.params.cfg, sm.input.rm[0]) if sm.input.rm else sm.params.cfg
     done = run_dhrcl(cfg, sm.params.variant, train_files=sm.input.train, val_files=sm.input.val,
@@ -16,6 +17,3 @@ try:
                      model=sm.params.model)
     logging.info("%s complete: final step %s, curriculum transitions %s", sm.wildcards.run, done["final_step"],
                  done["transitions"])
-except Exception:
-    logging.exception("dhrcl_train failed")
-    raise

@@ -2,20 +2,20 @@
 load. Benchmarks in ``params.scored`` are sampled and scored here; those in ``params.sampled`` (BigCodeBench) are
 only sampled, into the temporary samples files that rule eval_codegen_bcb scores."""
 
-import logging
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from codegrpo.io import log_to  # noqa: E402
+from codegrpo.workflow import failure_logged  # noqa: E402
 from codegrpo.eval.codegen import run_model_benchmarks  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
-try:
+with failure_logged("eval_codegen failed"):
     run_model_benchmarks(
         sm.wildcards.run,
         sm.input.model,
@@ -32,6 +32,3 @@ try:
         cfg=dict(p.items()),
         suites=p.suites,
     )
-except Exception:
-    logging.exception("eval_codegen failed")
-    raise

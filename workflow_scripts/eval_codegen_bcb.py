@@ -1,16 +1,16 @@
 """Snakemake script of rule eval_codegen_bcb: score a run's BigCodeBench samples (written by eval_codegen) in the
 sandbox with the benchmark's libraries, one result per benchmark."""
 
-import logging
 from types import SimpleNamespace
 
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.eval.codegen import score_samples_files
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
-try:
+with failure_logged("eval_codegen_bcb failed"):
     settings = SimpleNamespace(n=p.n_samples, temperature=p.temperature, top_p=p.top_p,
                                max_new_tokens=p.max_new_tokens)
     score_samples_files(
@@ -27,6 +27,3 @@ try:
         cfg=dict(p.items()),
         suites=p.suites,
     )
-except Exception:
-    logging.exception("eval_codegen_bcb failed")
-    raise

@@ -1,13 +1,12 @@
 """Snakemake script of rules eval_codegen_reference(_bcb): the reference-solution sanity row of a code benchmark."""
 
-import logging
-
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.eval.codegen import run_reference
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("eval_codegen_reference failed"):
     run_reference(
         sm.wildcards.benchmark,
         sm.output[0],
@@ -19,6 +18,3 @@ try:
         cfg=dict(sm.params.items()),
         suites=sm.params.suites,
     )
-except Exception:
-    logging.exception("eval_codegen_reference failed")
-    raise

@@ -1,13 +1,12 @@
 """Snakemake script of rule eval_decompile_baseline: a row without a model (gold sanity, raw Ghidra / IDA) of a decompilation benchmark."""
 
-import logging
-
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.eval.decompile import run_baseline
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("eval_decompile_baseline failed"):
     run_baseline(
         sm.wildcards.baseline,
         sm.params.data,
@@ -22,6 +21,3 @@ try:
         sandbox_limits=sm.params.sandbox,
         cfg=dict(sm.params.items()),
     )
-except Exception:
-    logging.exception("eval_decompile_baseline failed")
-    raise

@@ -1,19 +1,19 @@
 """Snakemake script of rule eval_decompile_system: two-phase inference + re-executability of one model system."""
 
-import logging
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from codegrpo.io import log_to  # noqa: E402
+from codegrpo.workflow import failure_logged  # noqa: E402
 from codegrpo.eval.decompile import run_system  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
-try:
+with failure_logged("eval_decompile_system failed"):
     settings = GenerationSettings.from_params(p, temperature=0.0, n=1)
     system = p.system
     run_system(
@@ -41,6 +41,3 @@ try:
         normalizer_style=p.style,
         cfg=dict(p.items()),
     )
-except Exception:
-    logging.exception("eval_decompile_system failed")
-    raise

@@ -3,15 +3,13 @@
 import logging
 
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.learning import run_direction_check
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("learning_direction failed"):
     v = run_direction_check(sm.params.cfg, sm.wildcards.check, train_files=sm.input.train, val_files=sm.input.val,
                             init_model=sm.input.tiny, run_dir=sm.params.run_dir)
     logging.info("%s: first %.3f, last %.3f, change %+.3f (expect %s, margin %s): %s", v["check"], v["first"],
                  v["last"], v["delta"], v["expect"], v["margin"], "pass" if v["passed"] else "FAIL")
-except Exception:
-    logging.exception("learning_direction failed")
-    raise

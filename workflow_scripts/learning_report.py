@@ -4,11 +4,12 @@ import json
 import logging
 
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.learning import write_report
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("learning_report failed"):
     directions = {}
     for check, path in zip(sm.params.checks, sm.input.directions):
         with open(path, encoding="utf-8") as fh:
@@ -20,6 +21,3 @@ try:
         logging.info("%s", fh.read())
     if not ok:
         raise SystemExit(f"learning check failed: see {sm.output.md} (in the log above)")
-except Exception:
-    logging.exception("learning_report failed")
-    raise

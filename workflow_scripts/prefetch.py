@@ -14,15 +14,13 @@ os.environ["HF_HOME"] = snakemake.params.hf_home  # noqa: F821  (datasets' raw f
 
 from codegrpo.hub import download  # noqa: E402
 from codegrpo.io import log_to, write_json  # noqa: E402
+from codegrpo.workflow import failure_logged  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("prefetch failed"):
     p = sm.params
     manifest = download(p.refs, p.hf_home, p.models_dir, p.datasets_dir)
     write_json(sm.output[0], manifest)
     logging.info("prefetch: %d model(s), %d dataset(s) in %s", len(manifest["models"]),
                  len(manifest["datasets"]), manifest["hf_home"])
-except Exception:
-    logging.exception("prefetch failed")
-    raise

@@ -5,17 +5,15 @@ import os
 
 from codegrpo import dynamics
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.tables import table_efficiency, write_table
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("report_dynamics failed"):
     paths = dict(zip(sm.params.runs, sm.params.metrics))
     eff = sm.params.efficiency
     drawn = dynamics.plot_degenerate(dynamics.read_runs(paths), sm.output.chart)
     table = table_efficiency(paths, eff["grpo_variant"], float(eff["fraction"]), eff["metric"])
     write_table(table, os.path.dirname(sm.output.md))
     logging.info("dynamics: %d runs, %d curves, %d table rows", len(paths), drawn, len(table.rows))
-except Exception:
-    logging.exception("report_dynamics failed")
-    raise

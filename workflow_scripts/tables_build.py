@@ -4,11 +4,12 @@ import logging
 import os
 
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.tables import build_tables
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("tables_build failed"):
     built = build_tables(
         list(sm.input.results),
         os.path.dirname(sm.output[0]),
@@ -17,6 +18,3 @@ try:
     )
     for name, table in built.items():
         logging.info("table %s: %d rows", name, len(table.rows))
-except Exception:
-    logging.exception("tables_build failed")
-    raise

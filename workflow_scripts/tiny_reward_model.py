@@ -1,17 +1,13 @@
 """Snakemake script of rule tiny_reward_model: the offline tiny reward model (AceCodeRM's layout) of the DHRCL
 reward-model variants when dhrcl.reward_model.model is tiny; its tokenizer trained on the KodCode slice."""
 
-import logging
-
 from codegrpo.io import log_to
+from codegrpo.workflow import failure_logged
 from codegrpo.models import build_tiny_reward_model, corpus_from_parquet
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
-try:
+with failure_logged("tiny_reward_model failed"):
     tiny = sm.params.tiny
     build_tiny_reward_model(sm.output[0], corpus_from_parquet(list(sm.input)), vocab_size=tiny["vocab_size"],
                             seed=sm.params.seed, hidden_size=tiny["hidden_size"], num_layers=tiny["num_layers"])
-except Exception:
-    logging.exception("tiny_reward_model failed")
-    raise

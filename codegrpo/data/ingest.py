@@ -79,7 +79,7 @@ class BadRecord:
         return dataclasses.asdict(self)
 
 
-class _Reject(Exception):
+class Reject(Exception):
     def __init__(self, field: str, reason: str):
         super().__init__(reason)
         self.field = field
@@ -115,37 +115,37 @@ def check_text(value: Any, field: str, *, required: bool = True, allow_empty: bo
     """Validate a string field: type, emptiness, encodability as UTF-8 and no NUL characters."""
     if value is None:
         if required:
-            raise _Reject(field, "missing (null)")
+            raise Reject(field, "missing (null)")
         return None
     if not isinstance(value, str):
-        raise _Reject(field, f"expected a string, got {type(value).__name__}")
+        raise Reject(field, f"expected a string, got {type(value).__name__}")
     if not allow_empty and not value.strip():
-        raise _Reject(field, "empty string")
+        raise Reject(field, "empty string")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _Reject(field, f"not encodable as UTF-8 (lone surrogate at position {exc.start})") from None
+        raise Reject(field, f"not encodable as UTF-8 (lone surrogate at position {exc.start})") from None
     if "\x00" in value:
-        raise _Reject(field, "contains a NUL character")
+        raise Reject(field, "contains a NUL character")
     return value
 
 
 def _need(obj: dict, key: str, field: str) -> Any:
     if key not in obj:
-        raise _Reject(field, "missing")
+        raise Reject(field, "missing")
     return obj[key]
 
 
 def _need_dict(obj: dict, key: str, field: str) -> dict:
     value = _need(obj, key, field)
     if not isinstance(value, dict):
-        raise _Reject(field, f"expected an object, got {type(value).__name__}")
+        raise Reject(field, f"expected an object, got {type(value).__name__}")
     return value
 
 
 def _id_value(value: Any, field: str) -> int | str:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise _Reject(field, f"expected an integer or a string id, got {type(value).__name__}")
+        raise Reject(field, f"expected an integer or a string id, got {type(value).__name__}")
     if isinstance(value, str):
         check_text(value, field)
     return value
@@ -158,20 +158,20 @@ def parse_verl_record(obj: dict, ds: dict, aliases: dict[str, str]) -> dict:
     data_source = check_text(_need(obj, "data_source", "data_source"), "data_source")
     canonical = aliases.get(data_source, data_source)
     if canonical != want:
-        raise _Reject("data_source", f"{data_source!r} is not {want!r} (or an alias of it) for stage {stage!r}")
+        raise Reject("data_source", f"{data_source!r} is not {want!r} (or an alias of it) for stage {stage!r}")
     prompt = _need(obj, "prompt", "prompt")
     if not isinstance(prompt, list) or len(prompt) != 1:
-        raise _Reject("prompt", "expected a list of exactly one chat message")
+        raise Reject("prompt", "expected a list of exactly one chat message")
     msg = prompt[0]
     if not isinstance(msg, dict):
-        raise _Reject("prompt[0]", f"expected an object, got {type(msg).__name__}")
+        raise Reject("prompt[0]", f"expected an object, got {type(msg).__name__}")
     if msg.get("role") != "user":
-        raise _Reject("prompt[0].role", f"expected 'user', got {msg.get('role')!r}")
+        raise Reject("prompt[0].role", f"expected 'user', got {msg.get('role')!r}")
     content = check_text(_need(msg, "content", "prompt[0].content"), "prompt[0].content")
     wrapper = ds.get("unwrap") or "assembly"
     code = unwrap_prompt(wrapper, content)
     if code is None:
-        raise _Reject("prompt[0].content", f"not wrapped in the {wrapper!r} prompt ({PROMPT_WRAPPERS[wrapper][0]!r})")
+        raise Reject("prompt[0].content", f"not wrapped in the {wrapper!r} prompt ({PROMPT_WRAPPERS[wrapper][0]!r})")
     check_text(code, "prompt[0].content")
     check_text(_need(obj, "ability", "ability"), "ability")
     rm = _need_dict(obj, "reward_model", "reward_model")
@@ -180,7 +180,7 @@ def parse_verl_record(obj: dict, ds: dict, aliases: dict[str, str]) -> dict:
     ei = _need_dict(obj, "extra_info", "extra_info")
     index = _need(ei, "index", "extra_info.index")
     if isinstance(index, bool) or not isinstance(index, int):
-        raise _Reject("extra_info.index", f"expected an integer, got {type(index).__name__}")
+        raise Reject("extra_info.index", f"expected an integer, got {type(index).__name__}")
     if "split" in ei:
         check_text(ei["split"], "extra_info.split")
     header = check_text(ei.get("header"), "extra_info.header", required=False, allow_empty=True)
@@ -202,7 +202,7 @@ def source_split(obj: dict, shape: str) -> str:
     holder = obj.get(outer)
     split = holder.get("split") if isinstance(holder, dict) else None
     if split not in ("train", "val"):
-        raise _Reject(field, f"use_source_split: expected 'train' or 'val', got {split!r}")
+        raise Reject(field, f"use_source_split: expected 'train' or 'val', got {split!r}")
     return split
 
 
@@ -215,7 +215,7 @@ def parse_raw_record(obj: dict, ds: dict, lineno: int) -> dict:
     if wrapper:
         code = unwrap_prompt(wrapper, text)
         if code is None:
-            raise _Reject(in_key, f"not wrapped in the {wrapper!r} prompt ({PROMPT_WRAPPERS[wrapper][0]!r})")
+            raise Reject(in_key, f"not wrapped in the {wrapper!r} prompt ({PROMPT_WRAPPERS[wrapper][0]!r})")
         text = check_text(code, in_key)
     target = check_text(_need(obj, tgt_key, tgt_key), tgt_key)
     header = None
@@ -264,28 +264,28 @@ def ingest_dataset(
         n_lines += 1
         try:
             if raw is None:
-                raise _Reject("(line)", f"line is {size} bytes, over max_line_bytes={max_line_bytes}")
+                raise Reject("(line)", f"line is {size} bytes, over max_line_bytes={max_line_bytes}")
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise _Reject("(line)", f"not valid UTF-8 (byte {exc.start})") from None
+                raise Reject("(line)", f"not valid UTF-8 (byte {exc.start})") from None
             if not text.strip():
-                raise _Reject("(line)", "blank line")
+                raise Reject("(line)", "blank line")
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise _Reject("(json)", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+                raise Reject("(json)", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
             except RecursionError:
-                raise _Reject("(json)", "JSON nested too deeply") from None
+                raise Reject("(json)", "JSON nested too deeply") from None
             if not isinstance(obj, dict):
-                raise _Reject("(json)", f"expected a JSON object, got {type(obj).__name__}")
+                raise Reject("(json)", f"expected a JSON object, got {type(obj).__name__}")
             rec = parse_verl_record(obj, ds, aliases) if shape == "verl" else parse_raw_record(obj, ds, lineno)
             if ds.get("use_source_split"):
                 rec["split"] = source_split(obj, shape)
             if rec["id"] in seen:
-                raise _Reject(rec["id_field"], f"duplicate id {rec['id']!r} (first on line {seen[rec['id']]})")
+                raise Reject(rec["id_field"], f"duplicate id {rec['id']!r} (first on line {seen[rec['id']]})")
             seen[rec["id"]] = lineno
-        except _Reject as rej:
+        except Reject as rej:
             if on_bad_record == "error":
                 raise DataError(path, lineno, rej.field, rej.reason) from None
             snippet = "" if raw is None else raw[:200].decode("utf-8", errors="replace")

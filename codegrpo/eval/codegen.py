@@ -22,34 +22,21 @@ to a file and scored in the benchmark's own environment (:func:`score_samples_fi
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures as cf
 import logging
 import math
-import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import os
 
 from codegrpo.contracts import extract_code
+from codegrpo.eval.problems import Problem, SampleResult, humaneval_program, humaneval_prompt, parses
 from codegrpo.sandbox import make_sandbox
 
 log = logging.getLogger(__name__)
 
-
-def humaneval_prompt(problem_prompt: str, entry_point: str) -> str:
-    """A HumanEval problem in the KodCode training prompt format (codegrpo.data.kodcode.build_prompt).
-
-    The model is trained on KodCode prompts; HumanEval's function header and docstring become the question,
-    and the completion's last ```python block is the program.
-    """
-    from codegrpo.data.kodcode import build_prompt
-
-    question = "Implement the following Python function.\n\n```python\n" + problem_prompt.rstrip() + "\n```"
-    return build_prompt(question, None, [entry_point], tests_import=False)
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one problem: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
@@ -60,40 +47,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-@dataclass
-class SampleResult:
-    problem_id: str
-    sample: int
-    syntax_ok: bool
-    exec_ok: bool
-    passed: bool
-    n_pass: int = 0
-    n_test: int = 0
-    detail: str = ""
-    passed_base: bool | None = None  # EvalPlus suites: the base tests alone (``passed`` is base and plus)
-    missing_libs: list | None = None  # BigCodeBench: libraries the job environment lacks (the task failed)
-    hack: str | None = None  # the harness guard that fired (then passed=False); docs/sandbox.md
-
-
-@dataclass
-class Problem:
-    problem_id: str
-    prompt: str  # the text given to the model
-    tests: str  # pytest code (KodCode) or the HumanEval check code
-    entry_point: str | None = None
-    reference: str = ""  # a reference / canonical solution (sanity rows)
-    prefix: str = ""  # HumanEval: the function header prompt (prepended when the program lacks the function)
-    extra: dict = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -154,16 +107,6 @@ def load_humaneval(limit: int | None = None, path: str | None = None) -> list[Pr
 
 # --------------------------------------------------------------------------------------------------------
 # Scoring one sample
-
-
-def humaneval_program(problem: Problem, code: str) -> str:
-    """The program under test: the code (with the prompt's header when it does not define the entry point)."""
-    defines = re.search(rf"^\s*def\s+{re.escape(problem.entry_point or '')}\s*\(", code, re.M) is not None
-    if not defines:
-        return problem.prefix + code
-    # keep the prompt's imports (typing names, math, ...) that the model may not repeat
-    imports = [ln for ln in problem.prefix.splitlines() if ln.startswith(("import ", "from "))]
-    return "\n".join(imports) + "\n" + code
 
 
 def humaneval_test_file(problem: Problem) -> str:

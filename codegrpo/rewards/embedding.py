@@ -105,11 +105,11 @@ class EmbeddingSettings:
         return tuple(asdict(self).items())
 
 
-_FIELD_TYPES = {f.name: f.type for f in fields(EmbeddingSettings)}
+FIELD_TYPES = {f.name: f.type for f in fields(EmbeddingSettings)}
 
 
 def _coerce(name: str, value: Any) -> Any:
-    t = _FIELD_TYPES[name]
+    t = FIELD_TYPES[name]
     if value is None:
         return None
     if t in ("int", int):
@@ -121,7 +121,7 @@ def _coerce(name: str, value: Any) -> Any:
 
 def _present(section: Mapping[str, Any] | None) -> dict[str, Any]:
     """The embedding fields of a config section that are set (None and "" mean "not given")."""
-    return {k: v for k, v in (section or {}).items() if k in _FIELD_TYPES and v is not None and v != ""}
+    return {k: v for k, v in (section or {}).items() if k in FIELD_TYPES and v is not None and v != ""}
 
 
 def settings_from_env(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None):
@@ -134,7 +134,7 @@ def settings_from_env(overrides: Mapping[str, Any] | None = None, environ: Mappi
 
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    for name in _FIELD_TYPES:
+    for name in FIELD_TYPES:
         raw = env.get(ENV_PREFIX + name.upper())
         if raw not in (None, ""):
             values[name] = _coerce(name, raw)
@@ -143,8 +143,8 @@ def settings_from_env(overrides: Mapping[str, Any] | None = None, environ: Mappi
         for name, value in _present(runsettings.run_section("embedding", path)).items():
             values[name] = _coerce(name, value)
     for name, value in (overrides or {}).items():
-        if name not in _FIELD_TYPES:
-            raise EmbeddingError(f"unknown embedding setting {name!r}; known: {', '.join(_FIELD_TYPES)}")
+        if name not in FIELD_TYPES:
+            raise EmbeddingError(f"unknown embedding setting {name!r}; known: {', '.join(FIELD_TYPES)}")
         if value is not None:
             values[name] = _coerce(name, value)
     variant = values.get("variant", "qwen3")
@@ -187,10 +187,10 @@ def embedding_config(cfg: Mapping[str, Any], stage: str | None = None) -> dict[s
     if stage is not None:
         section = cfg.get(stage) or {}
         override = dict(section.get("embedding") or {})
-        unknown = sorted(set(override) - set(_FIELD_TYPES) - set(SERVER_KEYS))
+        unknown = sorted(set(override) - set(FIELD_TYPES) - set(SERVER_KEYS))
         if unknown:
             raise EmbeddingError(f"{stage}.embedding: unknown key(s) {unknown}; known: "
-                                 f"{', '.join(list(_FIELD_TYPES) + list(SERVER_KEYS))}")
+                                 f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}")
         merged.update(override)
         if section.get("embedding_server"):
             merged["serve"] = True

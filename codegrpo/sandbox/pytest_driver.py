@@ -96,7 +96,7 @@ def pytest_args(tests_dir: str) -> list[str]:
             "-W", "ignore::DeprecationWarning", os.path.join(tests_dir, "test_solution.py")]
 
 
-def _write_ini(tests_dir: str) -> None:
+def write_ini(tests_dir: str) -> None:
     with open(os.path.join(tests_dir, ".pytest.ini"), "w") as fh:
         fh.write("[pytest]\n")
 
@@ -141,7 +141,7 @@ def runner_child(tests_dir: str) -> int:
     else:
         import pytest
 
-        _write_ini(tests_dir)
+        write_ini(tests_dir)
         try:
             status = int(pytest.main(pytest_args(tests_dir), plugins=[Reporter()]))
         except BaseException as exc:  # noqa: BLE001
@@ -212,7 +212,7 @@ def prepare_session(job_dir: str) -> None:
 
     tests_dir = os.path.join(job_dir, "tests")
     os.makedirs(tests_dir, exist_ok=True)
-    _write_ini(tests_dir)
+    write_ini(tests_dir)
     config = _prepareconfig(pytest_args(tests_dir), plugins=[Reporter()])
     session = Session.from_config(config)
     session.exitstatus = 0

@@ -431,7 +431,7 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
         with open(os.path.join(d, name), "wb") as fh:
             fh.write(base64.b64decode(b64))
         os.chmod(os.path.join(d, name), 0o400)
-    pytest_driver._write_ini(tests_dir)
+    pytest_driver.write_ini(tests_dir)
     outs = {}
     for d, uid in ((tests_dir, uid_t), (cand_dir, uid_c)):
         for n in (".stdout", ".stderr"):

@@ -21,11 +21,11 @@ from pathlib import Path
 
 
 def latest_sft_checkpoint(ckpt_dir) -> tuple[int, Path] | None:
-    from codegrpo.models import _has_tokenizer, is_hf_dir
+    from codegrpo.models import has_tokenizer, is_hf_dir
     from codegrpo.verl.checkpoints import step_dirs
 
     for step, path in sorted(step_dirs(ckpt_dir).items(), reverse=True):
-        if is_hf_dir(path) and _has_tokenizer(path):
+        if is_hf_dir(path) and has_tokenizer(path):
             return step, path
     return None
 

@@ -1,93 +1,13 @@
-"""Paper tables from evaluation result files only, in Markdown, CSV and LaTeX.
-
-Inputs are the JSON files the evaluation stage writes (``results/eval/<system>/<benchmark>.json``); each
-carries its provenance (model, config hash, date). Published reference rows come from
-``codegrpo/published.yaml`` with their source notes. Every row of our own names the file it was read from.
-
-Tables:
-1. ``reexec``: re-executability (%) per optimisation level and average on HumanEval-Decompile and
-   MBPP-Decompile side by side, with the protocol (``sk2decompile`` / ``llm4decompile``) of every number.
-2. ``ablation``: the RL ablation (paper Table 4) beside our systems that carry the same variant label.
-3. ``dhrcl``: DHRCL and its baselines / ablations: Pass@1 per benchmark (the paper's suites: HumanEval and
-   HumanEval+ from EvalPlus, MBPP / MBPP+, BigCodeBench Full / Hard, LiveCodeBench v6; CodeElo published only),
-   the paper's average (ours over five of its six), syntax / exec accuracy, benchmark versions in the notes; the
-   runs ``<run>-seed<N>`` of one variant are one row, mean ± std over the seeds (:func:`merge_seed_rows`).
-4. ``identifier``: identifier-naming quality (the identifier reward as a metric).
-"""
+"""The paper tables (reexec, ablation, dhrcl, identifier) from evaluation result files (codegrpo.tables)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
-import re
-import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-import yaml
-
-from codegrpo.io import atomic_open
-
-PUBLISHED_PATH = Path(__file__).with_name("published.yaml")
-LEVELS = ("O0", "O1", "O2", "O3")
-OURS, PUBLISHED = "this project", "published"
-
-
-@dataclass
-class Table:
-    name: str
-    title: str
-    columns: list[str]
-    rows: list[dict] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def cell(self, row: dict, col: str) -> str:
-        v = row.get(col)
-        if v is None or v == "":
-            return "–"
-        if isinstance(v, float):
-            return f"{v:.2f}"
-        return str(v)
-
-
-def load_published(path: str | os.PathLike | None = None) -> dict:
-    with open(path or PUBLISHED_PATH, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
-
-
-def load_results(paths: Iterable[str | os.PathLike]) -> list[dict]:
-    """Read evaluation JSON files; each result gets ``_path`` (the file, as given)."""
-    out = []
-    for p in paths:
-        with open(p, encoding="utf-8") as fh:
-            try:
-                res = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{p}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-        for key in ("kind", "benchmark", "system", "provenance"):
-            if key not in res:
-                raise ValueError(f"{p}: missing field {key!r} (not an evaluation result file)")
-        res["_path"] = str(p)
-        out.append(res)
-    return out
-
-
-def _prov(res: dict) -> dict:
-    pv = res["provenance"]
-    return {"source": res["_path"], "config": pv.get("config_hash", ""), "date": (pv.get("date") or "")[:10]}
-
-
-def _label(res: dict) -> str:
-    return res.get("label") or res["system"]
-
-
-def _subset_note(res: dict) -> str:
-    tpl = res.get("tasks_per_level") or {}
-    counts = sorted(set(tpl.values()))
-    return "/".join(str(c) for c in counts)
+from codegrpo.tables.common import LEVELS, OURS, PUBLISHED, Table, label, prov, subset_note
+from codegrpo.tables.seeds import merge_seed_rows
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -124,7 +44,6 @@ def reexec_columns(benchmarks=DEC_BENCHMARKS) -> list[str]:
     return [f"{prefix} {c}" for prefix, _, _ in benchmarks.values() for c in (*LEVELS, "avg")]
 
 
-
 def _decompile_cells(proto: list[str], tasks: list[str], provs: list[dict]) -> dict:
     """The protocol, subset and provenance cells of one of our decompilation rows (one entry per benchmark)."""
     return {"protocol": "; ".join(proto), "tasks/level": "; ".join(tasks),
@@ -145,7 +64,7 @@ def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DE
             systems.setdefault(res["system"], {})[res["benchmark"]] = res
     protocols: dict[str, set] = {}
     for per in systems.values():
-        row = {"method": _label(next(iter(per.values()))), "origin": OURS}
+        row = {"method": label(next(iter(per.values()))), "origin": OURS}
         proto, tasks, provs = [], [], []
         for bench, (prefix, _, _) in benchmarks.items():
             res = per.get(bench)
@@ -156,8 +75,8 @@ def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DE
             protocol = res.get("protocol") or "llm4decompile"  # files written before the protocol was recorded
             protocols.setdefault(bench, set()).add(protocol)
             proto.append(f"{prefix}: {protocol_cell(res)}")
-            tasks.append(f"{prefix} {_subset_note(res)}")
-            provs.append(_prov(res))
+            tasks.append(f"{prefix} {subset_note(res)}")
+            provs.append(prov(res))
         row.update(_decompile_cells(proto, tasks, provs))
         t.rows.append(row)
     for pub in published.get("reexec", []):
@@ -201,7 +120,7 @@ def _input_notes(results: Sequence[dict], benchmark: str) -> list[str]:
     title = DEC_BENCHMARKS.get(benchmark, (None, None, benchmark))[2]
     for res in results:
         if res["kind"] == "decompile" and res["benchmark"] == benchmark and res.get("input_note"):
-            note = f"{title}, {_label(res)}: {res['input_note']}"
+            note = f"{title}, {label(res)}: {res['input_note']}"
             if note not in notes:
                 notes.append(note)
     return notes
@@ -222,7 +141,7 @@ def table_ablation(results: Sequence[dict], published: dict) -> Table:
             ours.setdefault(res["variant"], {}).setdefault(res["system"], {})[res["benchmark"]] = res
 
     def mine(per: dict[str, dict]) -> dict:
-        row = {"ours system": _label(next(iter(per.values())))}
+        row = {"ours system": label(next(iter(per.values())))}
         proto, tasks, provs = [], [], []
         for bench, col in (("humaneval_decompile", "ours HumanEval"), ("mbpp_decompile", "ours MBPP")):
             res = per.get(bench)
@@ -230,8 +149,8 @@ def table_ablation(results: Sequence[dict], published: dict) -> Table:
                 prefix = DEC_BENCHMARKS[bench][0]
                 row[col] = res["reexec_avg"]
                 proto.append(f"{prefix}: {protocol_cell(res)}")
-                tasks.append(f"{prefix} {_subset_note(res)}")
-                provs.append(_prov(res))
+                tasks.append(f"{prefix} {subset_note(res)}")
+                provs.append(prov(res))
         row.update(_decompile_cells(proto, tasks, provs))
         return row
 
@@ -299,7 +218,7 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
     versions: dict[str, str] = {}
     for system, per in systems.items():
         any_res = next(iter(per.values()))
-        row = {"method": _label(any_res), "origin": OURS}
+        row = {"method": label(any_res), "origin": OURS}
         vals, syn, exe = [], [], []
         for col, b, metric in bench_cols:
             r = per.get(b)
@@ -327,7 +246,7 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
         unguarded = sorted(b for b, r in per.items() if r.get("guarded") is False)
         if unguarded:  # scored without a private uid (evaluate.codegen.allow_shared_uid; docs/sandbox.md)
             row["setting"] = (row["setting"] + "; " if row["setting"] else "") + "UNGUARDED: " + ", ".join(unguarded)
-        provs = [_prov(per[b]) for b in benchmarks if b in per]
+        provs = [prov(per[b]) for b in benchmarks if b in per]
         row["source"] = "; ".join(p["source"] for p in provs)
         row["config"] = "; ".join(sorted({p["config"] for p in provs}))
         row["date"] = max(p["date"] for p in provs)
@@ -425,11 +344,11 @@ def table_identifier(results: Sequence[dict]) -> Table:
             for name, val in res["scores"].items():
                 t.rows.append({"outputs": name, "benchmark": res["benchmark"], "identifier score": val["mean"],
                                "n": val["n"], "embedding model": _embedding_model(res.get("embedding")),
-                               **_prov(res)})
+                               **prov(res)})
         elif res["kind"] == "decompile" and res.get("identifier"):
             idf = res["identifier"]
-            t.rows.append({"outputs": _label(res), "benchmark": res["benchmark"], "identifier score": idf["mean"],
-                           "n": idf["n"], "embedding model": _embedding_model(idf.get("embedding")), **_prov(res)})
+            t.rows.append({"outputs": label(res), "benchmark": res["benchmark"], "identifier score": idf["mean"],
+                           "n": idf["n"], "embedding model": _embedding_model(idf.get("embedding")), **prov(res)})
     t.notes.append("Score: the identifier-naming reward (codegrpo.rewards, data source sk2decompile_identifier) of "
                    "each output against the original source, averaged, with the configured embedding model "
                    "(embedding section; backend and endpoint in each source file).")
@@ -441,228 +360,3 @@ def _embedding_model(emb: dict | None) -> str:
     if not emb or not emb.get("model"):
         return (emb or {}).get("backend", "")
     return f"{emb['model']} ({'served' if emb.get('served') else emb.get('backend', '')})"
-
-
-# --------------------------------------------------------------------------------------------------------
-# Seeds: the runs <name>-seed<seed> of one configuration become one row, mean ± std over the seeds
-
-
-SEED_RE = re.compile(r"^(?P<base>.+)-seed(?P<seed>[0-9]+)$")
-
-
-def split_seed(run: str) -> tuple[str, int | None]:
-    """``("dhrcl-full", 2)`` for ``dhrcl-full-seed2``; ``(run, None)`` for a run without a seed suffix."""
-    m = SEED_RE.match(run)
-    return (m["base"], int(m["seed"])) if m else (run, None)
-
-
-class MeanStd(float):
-    """The mean of a value over seeds (a float, so comparisons and sums use the mean) that formats as
-    ``mean ± std``: the sample standard deviation (n - 1), left out for a single seed."""
-
-    def __new__(cls, values: Iterable[float]):
-        vals = tuple(float(v) for v in values)
-        if not vals:
-            raise ValueError("MeanStd needs at least one value")
-        obj = super().__new__(cls, statistics.fmean(vals))
-        obj.values = vals
-        obj.std = statistics.stdev(vals) if len(vals) > 1 else None
-        return obj
-
-    def __format__(self, spec: str) -> str:
-        mean = float.__format__(self, spec)
-        return mean if self.std is None else f"{mean} ± {format(self.std, spec)}"
-
-    def __str__(self) -> str:
-        return format(self, ".2f")
-
-    __repr__ = __str__
-
-
-def merge_seed_rows(t: Table, value_cols: Sequence[str], run_key: str = "_run") -> Table:
-    """Merge the rows of ``t`` whose ``run_key`` names runs ``<base>-seed<seed>`` into one row per base: value
-    columns become :class:`MeanStd` over the seeds that have a value, a ``seeds`` column (added before
-    ``source``) lists the seeds, sources / configs are joined and the date is the latest. Rows without a seed
-    suffix are kept as they are. Where a value is missing for some seed, a note says so.
-    """
-    groups: dict[str, list[tuple[int | None, dict]]] = {}
-    order: list = []
-    for row in t.rows:
-        run = row.get(run_key)
-        base, seed = split_seed(run) if run else (None, None)
-        if seed is None:
-            order.append(row)
-            continue
-        if base not in groups:
-            groups[base] = []
-            order.append(base)
-        groups[base].append((seed, row))
-    if not groups:
-        return t
-    if "seeds" not in t.columns:
-        t.columns.insert(t.columns.index("source") if "source" in t.columns else len(t.columns), "seeds")
-    rows = []
-    for item in order:
-        if isinstance(item, dict):
-            rows.append(item)
-            continue
-        members = sorted(groups[item], key=lambda sr: sr[0])
-        seeds = [sd for sd, _ in members]
-        first = members[0][1]
-        merged = dict(first)
-        label = str(first.get("method", ""))
-        merged["method"] = label[: -len(f"-seed{seeds[0]}")] if label.endswith(f"-seed{seeds[0]}") else label
-        merged[run_key] = item
-        for col in value_cols:
-            have = [(sd, r[col]) for sd, r in members if r.get(col) is not None]
-            merged[col] = MeanStd(v for _, v in have) if have else None
-            if have and len(have) < len(members):
-                t.notes.append(f"{merged['method']}: {col} averaged over seeds {[sd for sd, _ in have]} only "
-                               f"(missing for the others)")
-        merged["seeds"] = ", ".join(str(sd) for sd in seeds)
-        for col, sep in (("source", "; "), ("config", "; ")):
-            if col in first:
-                merged[col] = sep.join(dict.fromkeys(x for _, r in members for x in str(r.get(col) or "").split(sep)
-                                                     if x))
-        if "date" in first:
-            merged["date"] = max(str(r.get("date") or "") for _, r in members)
-        rows.append(merged)
-    t.rows = rows
-    t.notes.append("Runs trained with several seeds (<run>-seed<N>) are one row: mean ± sample standard deviation "
-                   "over the seeds in column 'seeds' (no ± for a single seed).")
-    return t
-
-
-# --------------------------------------------------------------------------------------------------------
-# Writers
-
-
-def to_markdown(t: Table) -> str:
-    lines = [f"### {t.title}", "", "| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
-    for row in t.rows:
-        lines.append("| " + " | ".join(t.cell(row, c).replace("|", "\\|") for c in t.columns) + " |")
-    if not t.rows:
-        lines.append("| " + " | ".join(["–"] * len(t.columns)) + " |")
-    if t.notes:
-        lines.append("")
-        lines += [f"- {n}" for n in t.notes]
-    return "\n".join(lines) + "\n"
-
-
-def to_csv(t: Table) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(t.columns)
-    for row in t.rows:
-        w.writerow(["" if row.get(c) is None else (f"{row[c]:.4f}" if isinstance(row[c], float) else row[c])
-                    for c in t.columns])
-    return buf.getvalue()
-
-
-_TEX_ESC = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-            "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "²": r"$^2$", "→": r"$\to$",
-            "±": r"$\pm$", "–": "--"}
-
-
-def tex_escape(s: str) -> str:
-    return "".join(_TEX_ESC.get(ch, ch) for ch in s)
-
-
-def to_latex(t: Table) -> str:
-    cols = t.columns
-    out = ["% generated by codegrpo.tables; do not edit", r"\begin{table}[t]", r"\centering", r"\small",
-           rf"\caption{{{tex_escape(t.title)}}}", rf"\label{{tab:{t.name}}}",
-           r"\begin{tabular}{" + "l" * 2 + "r" * (len(cols) - 2) + "}", r"\toprule",
-           " & ".join(tex_escape(c) for c in cols) + r" \\", r"\midrule"]
-    for row in t.rows:
-        out.append(" & ".join(tex_escape(t.cell(row, c)) for c in cols) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}"]
-    if t.notes:
-        out.append(r"\par\smallskip\footnotesize")
-        out += [tex_escape(n) + r"\par" for n in t.notes]
-    out.append(r"\end{table}")
-    return "\n".join(out) + "\n"
-
-
-def to_html(t: Table) -> str:
-    """A standalone HTML page of the table (embedded in the Snakemake report)."""
-    from html import escape
-
-    head = "".join(f"<th>{escape(c)}</th>" for c in t.columns)
-    body = "".join("<tr>" + "".join(f"<td>{escape(t.cell(r, c))}</td>" for c in t.columns) + "</tr>"
-                   for r in t.rows)
-    notes = "".join(f"<li>{escape(n)}</li>" for n in t.notes)
-    style = ("table{border-collapse:collapse;font:12px sans-serif}td,th{border:1px solid #ccc;padding:2px 6px}"
-             "td{text-align:right}td:first-child{text-align:left}")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(t.title)}</title>"
-            f"<style>{style}</style></head><body><h3>{escape(t.title)}</h3><table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table><ul>{notes}</ul></body></html>\n")
-
-
-FORMATS = ("md", "csv", "tex", "html")
-
-
-def write_table(t: Table, out_dir: str | os.PathLike) -> list[Path]:
-    """Write ``<name>.md``, ``.csv``, ``.tex`` and ``.html`` (the report's copy) into ``out_dir``."""
-    out_dir = Path(out_dir)
-    paths = []
-    for ext, fn in (("md", to_markdown), ("csv", to_csv), ("tex", to_latex), ("html", to_html)):
-        p = out_dir / f"{t.name}.{ext}"
-        with atomic_open(p) as fh:
-            fh.write(fn(t))
-        paths.append(p)
-    return paths
-
-
-TABLE_NAMES = ("reexec", "ablation", "dhrcl", "identifier")
-
-
-def build_tables(result_paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike,
-                 published_path: str | os.PathLike | None = None,
-                 codegen_benchmarks: Sequence[str] = ("kodcode_heldout", "humaneval")) -> dict[str, Table]:
-    """Build every table from the result files and write ``<name>.{md,csv,tex}`` into ``out_dir``."""
-    results = load_results(sorted(str(p) for p in result_paths))
-    published = load_published(published_path)
-    tables = {
-        "reexec": table_reexec(results, published),
-        "ablation": table_ablation(results, published),
-        "dhrcl": table_dhrcl(results, published, benchmarks=codegen_benchmarks),
-        "identifier": table_identifier(results),
-    }
-    for t in tables.values():
-        write_table(t, out_dir)
-    return tables
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Training dynamics and efficiency (codegrpo/dynamics.py): from the DHRCL runs' metrics.jsonl files
-# ---------------------------------------------------------------------------------------------------------
-EFFICIENCY_COLUMNS = ["model", "variant", "seeds", "step_s", "gpu_hours_per_step", "degenerate_mean", "target",
-                      "steps", "gpu_hours", "steps_ratio", "gpu_hours_ratio"]
-
-
-def table_efficiency(metrics_paths: Mapping[str, str | os.PathLike], grpo_variant: str = "baseline_binary",
-                     fraction: float = 0.9, metric: str = "all_passed") -> Table:
-    """Per DHRCL variant (mean ± std over seeds): wall-clock and GPU-hours per step, the mean degenerate group
-    ratio, and the steps / GPU-hours to reach ``fraction`` x the final validation ``metric`` of the GRPO run
-    (``grpo_variant``) of the same model and seed, with the ratios to GRPO (the paper's 0.49x / 0.55x rows)."""
-    from codegrpo import dynamics
-
-    rows, notes = dynamics.efficiency_rows(dynamics.read_runs(metrics_paths), grpo_variant, fraction, metric)
-    t = Table("efficiency", "DHRCL training dynamics and efficiency against GRPO",
-              [c for c in EFFICIENCY_COLUMNS if c != "seeds"] + ["source"],
-              [{**r, "variant": r["variant"], "source": OURS} for r in rows])
-    t.notes = [f"target = {fraction:g} x the final validation {metric} (val-*/kodcode/{metric}/mean@N) of the GRPO "
-               f"run ({grpo_variant}) of the same model and seed; steps = first validated step at or above it; "
-               "GPU-hours = sum of perf/gpu_hours (verl's timing_s/step x the job's GPUs) up to that step; "
-               "ratios = this run / GRPO (paper: 0.49x iterations, 0.55x GPU-hours for DHRCL).",
-               "degenerate_mean = mean over steps of the share of GRPO groups whose rewards are all equal "
-               "(dynamics/degenerate_group_ratio).", *notes]
-    value_cols = ["step_s", "gpu_hours_per_step", "degenerate_mean", "target", "steps", "gpu_hours", "steps_ratio",
-                  "gpu_hours_ratio"]
-    for r in t.rows:
-        r["method"] = r["_run"]
-        r.pop("seed", None)
-    merged = merge_seed_rows(t, value_cols)
-    merged.columns = ["model", "variant", "seeds", *value_cols, "source"]
-    return merged
