@@ -8,7 +8,7 @@ import ast
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO_ROOT as REPO
 PKG = REPO / "codegrpo"
 
 # (importing file, module, name): why it stays

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import ast
 import logging
-from pathlib import Path
 
 import pytest
 
 from codegrpo.io import log_to
 from codegrpo.workflow import failure_logged
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO_ROOT as REPO
 
 
 def test_failure_is_logged_with_traceback_and_raised(tmp_path):
