@@ -2,6 +2,7 @@
 reaches verl through it (an import scan of the source with ast, so lazy imports inside functions count)."""
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ def test_scan_finds_verl_imports(tmp_path, monkeypatch):
     src = tmp_path / "m.py"
     src.write_text("import os\nfrom codegrpo.verl import launch\n\ndef f():\n    from verl.trainer import main_ppo\n"
                    "    import verl.utils as u\n")
-    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert verl_imports(src) == ["m.py:5: from verl.trainer import main_ppo", "m.py:6: import verl.utils as u"]
 
 
