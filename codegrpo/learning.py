@@ -116,25 +116,15 @@ def direction_config(cfg: Mapping[str, Any]) -> dict:
 
 
 def loss_overrides(check: str, token_weights: Mapping[str, Any] | None = None) -> list[str]:
-    """verl overrides selecting the policy loss of ``check`` (one of :data:`CHECKS`)."""
-    from codegrpo.verl.launch import fmt
+    """Trainer overrides selecting the policy loss of ``check`` (one of :data:`CHECKS`); the keys are the
+    adapter's (:func:`codegrpo.verl.launch.policy_loss_overrides`)."""
+    from codegrpo.verl.launch import policy_loss_overrides
 
-    ar = "actor_rollout_ref.actor.policy_loss"
     if check == CONTROL:
-        from codegrpo.verl.losses import SIGN_FLIPPED
-
-        return [f"{ar}.loss_mode={SIGN_FLIPPED}", "actor_rollout_ref.model.external_lib=codegrpo.verl.losses"]
+        return policy_loss_overrides(None, sign_flipped=True)
     if check not in LOSSES:
         raise ValueError(f"unknown learning check {check!r}; one of {', '.join(CHECKS)}")
-    mode = LOSSES[check]
-    ov = [f"{ar}.loss_mode={mode}"]
-    if mode != "vanilla":
-        tw = dict(token_weights or {})
-        ov += ["actor_rollout_ref.model.external_lib=codegrpo.verl.losses",
-               f"+{ar}.dhrcl_tau={fmt(float(tw.get('tau', 1.0)))}",
-               f"+{ar}.dhrcl_w_min={fmt(float(tw.get('w_min', 0.25)))}",
-               f"+{ar}.dhrcl_w_max={fmt(float(tw.get('w_max', 4.0)))}"]
-    return ov
+    return policy_loss_overrides(LOSSES[check], token_weights)
 
 
 def run_direction_check(cfg: Mapping[str, Any], check: str, *, train_files, val_files, init_model: str,

@@ -6,7 +6,8 @@
   it like any Hugging Face checkpoint.
 * :func:`export_hf` turns a training checkpoint into a plain Hugging Face folder (safetensors + tokenizer):
   either a folder that is already in Hugging Face layout (what the SFT trainer writes) or a sharded FSDP
-  actor checkpoint written by the RL trainer (merged by :mod:`codegrpo.verl.checkpoints`).
+  actor checkpoint written by the RL trainer (merged by the ``merge_sharded`` function the trainer adapter
+  passes: :func:`codegrpo.verl.checkpoints.export_hf`).
 * :func:`import_checkpoint` installs an existing checkpoint (a local folder or a hub model id) in place of
   training.
 
@@ -24,7 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -256,21 +257,25 @@ def has_tokenizer(p: Path) -> bool:
     return (p / "tokenizer.json").is_file() or (p / "tokenizer_config.json").is_file()
 
 
-def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None) -> Path:
+def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None,
+              merge_sharded: Callable[[Path, Path], None] | None = None) -> Path:
     """Write ``src`` (an HF-layout training checkpoint or a sharded FSDP actor checkpoint) to ``dst`` as a
     Hugging Face folder with safetensors weights and the tokenizer.
 
     ``tokenizer_from`` supplies the tokenizer when ``src`` has none (some trainers save only the weights).
+    ``merge_sharded(src, target)`` merges a sharded actor checkpoint; only the trainer adapter knows how, so a
+    sharded ``src`` needs it (:func:`codegrpo.verl.checkpoints.export_hf` passes it).
     """
     src = Path(src)
     if not src.is_dir():
         raise CheckpointError(f"{src}: checkpoint folder does not exist")
+    if is_fsdp_actor_dir(src) and merge_sharded is None:
+        raise CheckpointError(f"{src}: a sharded FSDP actor checkpoint; export it with the trainer adapter's "
+                              "export_hf (codegrpo.verl.checkpoints), which merges the shards")
     with atomic_dir(dst) as tmp:
         if is_fsdp_actor_dir(src):
-            from codegrpo.verl.checkpoints import merge_fsdp_actor
-
             with model_init():
-                merge_fsdp_actor(src, tmp)
+                merge_sharded(src, tmp)
         elif is_hf_dir(src) and any(src.glob("*.safetensors")) and not any(src.glob("pytorch_model*.bin")):
             # already safetensors (what verl's SFT trainer writes): copy the files, no reload of a large model
             for item in src.iterdir():

@@ -167,3 +167,14 @@ def test_a_leaked_construction_patch_is_named(tmp_path, corpus):
         ctx.__exit__(None, None, None)
     assert not (tmp_path / "t").exists()
     check_torch_init_intact()
+
+
+def test_export_of_sharded_actor_needs_the_adapters_merge(tmp_path):
+    """A sharded FSDP actor checkpoint is merged only by the trainer adapter's export (models knows no verl)."""
+    src = tmp_path / "actor"
+    (src / "huggingface").mkdir(parents=True)
+    (src / "huggingface" / "config.json").write_text("{}")
+    (src / "model_world_size_1_rank_0.pt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="sharded FSDP actor checkpoint; export it with the trainer adapter"):
+        export_hf(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -1,4 +1,4 @@
-"""verl checkpoint layout: latest step, completed steps, and the FSDP actor → Hugging Face merge.
+"""verl checkpoint layout: latest step, completed steps, and the FSDP actor → Hugging Face merge and export.
 
 verl 0.4.1 writes RL checkpoints as ``<dir>/global_step_<N>/actor/`` (sharded ``model_world_size_W_rank_R.pt``
 files plus ``huggingface/`` with the config and tokenizer) and records the newest complete one in
@@ -79,3 +79,11 @@ def merge_fsdp_actor(actor_dir: str | os.PathLike, target_dir: str | os.PathLike
     merger = FSDPModelMerger(cfg)
     merger.merge_and_save()
     merger.cleanup()
+
+
+def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None) -> Path:
+    """:func:`codegrpo.models.export_hf` with verl's FSDP merge for sharded actor checkpoints: the way a training
+    stage turns what verl wrote (SFT's Hugging Face folder or RL's sharded actor) into the stage's model."""
+    from codegrpo.models import export_hf as _export
+
+    return _export(src, dst, tokenizer_from=tokenizer_from, merge_sharded=merge_fsdp_actor)

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 
 PROJECT_CONFIG_DIR = Path(__file__).resolve().parent / "config"
@@ -328,3 +328,23 @@ def _files(files: Sequence[str] | str):
         return str(Path(files).resolve())
     files = [str(Path(f).resolve()) for f in files]
     return files[0] if len(files) == 1 else files
+
+
+def policy_loss_overrides(mode: str | None, token_weights: Mapping[str, Any] | None = None, *,
+                          sign_flipped: bool = False) -> list[str]:
+    """Overrides selecting policy loss ``mode`` (``vanilla`` or a DHRCL loss of :mod:`codegrpo.verl.losses`,
+    with the ``token_weights`` settings ``tau``/``w_min``/``w_max``); ``sign_flipped`` selects the learning
+    checks' deliberately broken control loss instead."""
+    ar = "actor_rollout_ref.actor.policy_loss"
+    lib = "actor_rollout_ref.model.external_lib=codegrpo.verl.losses"
+    if sign_flipped:
+        from codegrpo.verl.losses import SIGN_FLIPPED
+
+        return [f"{ar}.loss_mode={SIGN_FLIPPED}", lib]
+    ov = [f"{ar}.loss_mode={mode}"]
+    if mode != "vanilla":
+        tw = dict(token_weights or {})
+        ov += [lib, f"+{ar}.dhrcl_tau={fmt(float(tw.get('tau', 1.0)))}",
+               f"+{ar}.dhrcl_w_min={fmt(float(tw.get('w_min', 0.25)))}",
+               f"+{ar}.dhrcl_w_max={fmt(float(tw.get('w_max', 4.0)))}"]
+    return ov

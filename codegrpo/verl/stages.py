@@ -14,7 +14,6 @@ kill resumes from the newest checkpoint (verl ``trainer.resume_mode=auto`` for G
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
@@ -25,9 +24,12 @@ from codegrpo import preflight, runsettings
 from codegrpo.contracts import RL_STAGES
 from codegrpo.runsettings import SETTINGS_ENV, SETTINGS_FILE
 from codegrpo.io import write_json
-from codegrpo.models import export_hf, import_checkpoint
+from codegrpo.models import import_checkpoint
+from codegrpo.cluster.rehearsal import rehearsal_ray_cluster, write_ray_rehearsal
+from codegrpo.data.training_inputs import TrainingInputError, check_model, check_parquet, files_list
 from codegrpo.runlock import locked_run_dir
 from codegrpo.verl import checkpoints
+from codegrpo.verl.checkpoints import export_hf
 from codegrpo.verl.launch import fmt, grpo_launch, sft_launch
 
 log = logging.getLogger(__name__)
@@ -41,62 +43,6 @@ EMBEDDING_STAGES = ("skin_rl",)
 
 class TrainingError(RuntimeError):
     """The trainer exited with an error or left no final checkpoint (the message points at train.log)."""
-
-
-class TrainingInputError(ValueError):
-    """A training input (parquet file, initial model) is missing or malformed; the message names file, row, field."""
-
-
-def _files_list(files) -> list[Path]:
-    return [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
-
-
-def check_parquet(files, kind: str) -> int:
-    """Check SFT (``prompt``/``response`` strings) or verl RL parquet rows before a launch; return the row count.
-
-    verl would fail minutes later, deep in a worker, on the same problems.
-    """
-    import pandas as pd
-
-    total = 0
-    for path in _files_list(files):
-        if not path.is_file():
-            raise TrainingInputError(f"{path}: {kind} parquet file does not exist")
-        df = pd.read_parquet(path)
-        need = ["prompt", "response"] if kind == "sft" else ["data_source", "prompt", "reward_model"]
-        missing = [c for c in need if c not in df.columns]
-        if missing:
-            raise TrainingInputError(f"{path}: missing column(s) {missing} for {kind} training; "
-                                     f"columns are {list(df.columns)}")
-        if df.empty:
-            raise TrainingInputError(f"{path}: no rows")
-        for i, row in enumerate(df.itertuples(index=False)):
-            where = f"{path}: row {i}"
-            if kind == "sft":
-                for col in need:
-                    if not isinstance(getattr(row, col), str) or not getattr(row, col):
-                        raise TrainingInputError(f"{where}: field {col!r} must be a non-empty string")
-                continue
-            msgs = row.prompt
-            if msgs is None or len(msgs) == 0 or any(
-                    not isinstance(m, dict) or not isinstance(m.get("content"), str) or "role" not in m for m in msgs):
-                raise TrainingInputError(f"{where}: field 'prompt' must be a list of {{role, content}} messages")
-            rm = row.reward_model
-            if not isinstance(rm, dict) or "ground_truth" not in rm:
-                raise TrainingInputError(f"{where}: field 'reward_model' must be a dict with 'ground_truth'")
-            if not isinstance(row.data_source, str) or not row.data_source:
-                raise TrainingInputError(f"{where}: field 'data_source' must be a non-empty string")
-        total += len(df)
-    return total
-
-
-def check_model(path: str) -> None:
-    """A local initial model must be a Hugging Face folder; other strings are hub ids resolved by the trainer."""
-    from codegrpo.models import is_hf_dir
-
-    p = Path(os.path.expanduser(path))
-    if (p.exists() or path.startswith((".", "/", "~"))) and not is_hf_dir(p):
-        raise TrainingInputError(f"{p}: initial model is not a Hugging Face folder (config.json + weights)")
 
 
 def _start(run_dir: Path, record: dict) -> None:
@@ -278,8 +224,8 @@ def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_f
     section = dict(section)
     return {"run": run, "kind": "grpo", "device": cfg["device"], "init_model": init_model, "section": section,
             "seed": cfg.get("seed", 0), "run_dir": str(run_dir),
-            "train_files": [str(p.resolve()) for p in _files_list(train_files)],
-            "val_files": [str(p.resolve()) for p in _files_list(val_files)],
+            "train_files": [str(p.resolve()) for p in files_list(train_files)],
+            "val_files": [str(p.resolve()) for p in files_list(val_files)],
             **reward_sections(cfg, run),
             "extra_overrides": list(extra_overrides),
             "chat_template": chat_template,
@@ -407,65 +353,6 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
     return [f"+custom_reward_function.reward_kwargs.data_source_map={fmt(routes)}"]
 
 
-RAY_REHEARSAL_FILE = "ray_rehearsal.json"
-
-
-@contextlib.contextmanager
-def rehearsal_ray_cluster(cfg: Mapping, section: Mapping):
-    """One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``, device cpu): the multi-node Ray cluster of a
-    stage with ``nnodes`` > 1, for real, with every SLURM task of the job as a Ray node (head here, the others
-    through ``srun``). Each node announces the CPU-mode resources of ``n_gpus_per_node`` training workers
-    (:func:`codegrpo.verl.cpu.node_resources`), so verl, joining through ``RAY_ADDRESS``, must place its workers
-    on every node. One task pinned to each node runs first.
-
-    Yields the record (the driver's environment in ``record["env"]``, dropped before it is stored), or None
-    outside a SLURM job, for a one-node stage or when not rehearsing."""
-    from codegrpo.cluster import ClusterError, multinode_ray, run_probe_tasks
-    from codegrpo.verl import cpu
-
-    cl = cfg.get("cluster", {})
-    if (cfg["device"] != "cpu" or not cl.get("rehearsal_tasks_as_nodes") or section.get("import")
-            or int(section.get("nnodes", 1)) < 2):
-        yield None
-        return
-    kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s")) if key in cl}
-    n_gpus = int(section.get("n_gpus_per_node", 1))
-    with multinode_ray(tasks_as_nodes=True, cpu_only=True, node_resources=cpu.node_resources(n_gpus, 2 * n_gpus + 2),
-                       **kw) as rc:
-        if rc is None:
-            yield None
-            return
-        alloc = rc.allocation
-        tasks = run_probe_tasks(rc.python)
-        record = {"job_id": alloc.job_id, "ray_nodes": alloc.nnodes, "hosts": list(alloc.nodes),
-                  "expected_nodes": int(section["nnodes"]), "address": rc.address, "tasks": tasks}
-        if (record["ray_nodes"] != record["expected_nodes"]
-                or len({t["node_id"] for t in tasks}) != record["ray_nodes"]):
-            raise ClusterError(f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
-                               f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})")
-        log.info("Ray rehearsal: %d nodes over SLURM job %s, tasks ran on %s", alloc.nnodes, alloc.job_id, tasks)
-        yield {**record, "workers_per_node": n_gpus, "env": {"RAY_ADDRESS": rc.address}}
-
-
-def write_ray_rehearsal(run_dir: Path, record: dict) -> dict:
-    """``<run_dir>/ray_rehearsal.json`` (temp file, renamed) after the run: the Ray cluster, the pinned tasks
-    and where verl's training workers ran (the run's ``workers.json``); fails when the workers did not span
-    every node. Written once the run is done: before, the run-folder lifecycle would take it for a leftover."""
-    from codegrpo.cluster import ClusterError
-    from codegrpo.verl.trainer import WORKERS_FILE
-
-    record = {k: v for k, v in record.items() if k != "env"}
-    workers_path = Path(run_dir) / WORKERS_FILE
-    workers = json.loads(workers_path.read_text(encoding="utf-8")) if workers_path.is_file() else None
-    record["training_workers"] = workers
-    record["training_nodes"] = workers["nodes"] if workers else 0
-    if record["training_nodes"] != record["ray_nodes"]:
-        raise ClusterError(f"Ray rehearsal: verl's training workers ran on {record['training_nodes']} of the "
-                           f"{record['ray_nodes']} Ray nodes ({workers_path}: {workers})")
-    write_json(Path(run_dir) / RAY_REHEARSAL_FILE, record)
-    return record
-
-
 def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
                  init_model: str, run_dir: str | os.PathLike) -> dict:
     """:func:`run_grpo` of RL stage ``stage`` (skeleton_rl | skin_rl) inside the stage's job context.
@@ -485,8 +372,11 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
     extra_overrides = structure_reward_overrides(stage, section)
     run_dir = Path(run_dir)
     env: dict[str, str] = {}
+    from codegrpo.verl.cpu import node_resources
+    from codegrpo.verl.trainer import WORKERS_FILE
+
     with contextlib.ExitStack() as stack:
-        rehearsal = stack.enter_context(rehearsal_ray_cluster(cfg, section))
+        rehearsal = stack.enter_context(rehearsal_ray_cluster(cfg, section, node_resources))
         if rehearsal is not None:
             from codegrpo.verl.launch import cpu_multinode_overrides
 
@@ -505,5 +395,5 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
         done = run_grpo(cfg, section, stage, train_files=train_files, val_files=val_files, init_model=init_model,
                         run_dir=run_dir, env=env, extra_overrides=extra_overrides)
     if rehearsal is not None:
-        write_ray_rehearsal(run_dir, rehearsal)
+        write_ray_rehearsal(run_dir, rehearsal, WORKERS_FILE)
     return done

@@ -313,21 +313,21 @@ def test_ray_rehearsal_record_demands_workers_on_every_node(tmp_path):
     import json
 
     from codegrpo.cluster import ClusterError
-    from codegrpo.verl.stages import RAY_REHEARSAL_FILE, write_ray_rehearsal
+    from codegrpo.cluster.rehearsal import RAY_REHEARSAL_FILE, write_ray_rehearsal
     from codegrpo.verl.trainer import WORKERS_FILE
 
     record = {"job_id": "7", "ray_nodes": 2, "expected_nodes": 2, "tasks": [{"node_id": "a"}, {"node_id": "b"}],
               "env": {"RAY_ADDRESS": "127.0.0.1:1"}}
     with pytest.raises(ClusterError, match="0 of the 2 Ray nodes"):  # no workers.json: training never placed
-        write_ray_rehearsal(tmp_path, record)
+        write_ray_rehearsal(tmp_path, record, WORKERS_FILE)
     one = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "a"}]
     (tmp_path / WORKERS_FILE).write_text(json.dumps({"world_size": 2, "nodes": 1, "workers": one}))
     with pytest.raises(ClusterError, match="1 of the 2 Ray nodes"):
-        write_ray_rehearsal(tmp_path, record)
+        write_ray_rehearsal(tmp_path, record, WORKERS_FILE)
     assert not (tmp_path / RAY_REHEARSAL_FILE).exists()
     two = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "b"}]
     (tmp_path / WORKERS_FILE).write_text(json.dumps({"world_size": 2, "nodes": 2, "workers": two}))
-    write_ray_rehearsal(tmp_path, record)
+    write_ray_rehearsal(tmp_path, record, WORKERS_FILE)
     saved = json.loads((tmp_path / RAY_REHEARSAL_FILE).read_text())
     assert saved["training_nodes"] == 2 and saved["training_workers"]["workers"] == two and "env" not in saved
 

@@ -344,7 +344,8 @@ def test_callback_resolution():
 def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
     import pandas as pd
 
-    from codegrpo.verl.stages import TrainingInputError, check_model, check_parquet, run_grpo, run_sft
+    from codegrpo.data.training_inputs import TrainingInputError, check_model, check_parquet
+    from codegrpo.verl.stages import run_grpo, run_sft
 
     good_rl = {"data_source": "sk2decompile_structure", "prompt": [{"role": "user", "content": "x"}],
                "ability": "decompile", "reward_model": {"style": "rule", "ground_truth": "int f;"},
