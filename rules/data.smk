@@ -48,10 +48,10 @@ rule data_ingest:
         logpath("data_ingest", "{dataset}.log"),
     wildcard_constraints:
         dataset=DATASET_RE,
+    priority: 10
     conda:
         "../envs/data.yaml"
     threads: 1
-    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -75,10 +75,10 @@ rule data_normalize:
         logpath("data_normalize", "{dataset}.log"),
     wildcard_constraints:
         dataset=DATASET_RE,
+    priority: 10
     conda:
         "../envs/data.yaml"
     threads: 1
-    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -101,10 +101,10 @@ rule data_headers:
         logpath("data_headers", "{dataset}.log"),
     wildcard_constraints:
         dataset=DATASET_RE,
+    priority: 10
     conda:
         "../envs/data.yaml"
     threads: 4
-    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -128,10 +128,10 @@ rule data_parquet:
     wildcard_constraints:
         role="rl|sft",
         stage="skeleton|skin",
+    priority: 10
     conda:
         "../envs/data.yaml"
     threads: 1
-    priority: 10
     resources:
         **stage_resources("data"),
     params:
@@ -184,10 +184,10 @@ rule data_kodcode:
         summary=res("data", "kodcode", "summary.json"),
     log:
         logpath("data_kodcode", "kodcode.log"),
+    priority: 10
     conda:
         "../envs/data.yaml"
     threads: 2
-    priority: 10
     resources:
         **stage_resources("data"),
     params:

@@ -28,10 +28,10 @@ rule dhrcl_train:
         logpath("dhrcl_train", "{run}.log"),
     wildcard_constraints:
         run="|".join(re.escape(r) for r in DHRCL_PLAN) or "(?!)",
+    priority: 10
     conda:
         "../envs/train.yaml"
     threads: training_threads()
-    priority: 10
     resources:
         **stage_resources("dhrcl"),
     params:
@@ -53,10 +53,10 @@ rule tiny_reward_model:
         directory(res("models", "tiny_rm")),
     log:
         logpath("tiny_reward_model", "tiny_reward_model.log"),
+    priority: 10
     conda:
         "../envs/train.yaml"
     threads: 1
-    priority: 10
     resources:
         **stage_resources("dhrcl"),
     params:

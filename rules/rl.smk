@@ -19,10 +19,10 @@ rule skeleton_rl_train:
         hf=directory(run_hf("skeleton_rl")),
     log:
         logpath("rl_train", "skeleton_rl.log"),
+    priority: 10
     conda:
         "../envs/train.yaml"
     threads: training_threads()
-    priority: 10
     resources:
         **stage_resources("skeleton_rl"),
     params:

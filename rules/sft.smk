@@ -16,10 +16,10 @@ rule tiny_model:
         directory(res("models", "tiny")),
     log:
         logpath("tiny_model", "tiny_model.log"),
+    priority: 10
     conda:
         "../envs/train.yaml"
     threads: 1
-    priority: 10
     resources:
         **stage_resources("sft"),
     params:
@@ -38,10 +38,10 @@ rule packaged_model:
         logpath("packaged_model", "{packaged}.log"),
     wildcard_constraints:
         packaged="|".join(PACKAGED_MODELS),
+    priority: 10
     conda:
         "../envs/train.yaml"
     threads: 1
-    priority: 10
     resources:
         **stage_resources("sft"),
     script:
@@ -58,10 +58,10 @@ rule sft_train:
         logpath("sft_train", "{which}.log"),
     wildcard_constraints:
         which="skeleton|skin",
+    priority: 10
     conda:
         "../envs/train.yaml"
     threads: training_threads()
-    priority: 10
     resources:
         **stage_resources("sft"),
     params:
