@@ -97,12 +97,33 @@ def test_schema_defaults_follow_refs_and_stage_refinements():
     assert runsettings.schema_defaults("dhrcl", "token_weights") == {"tau": 1.0, "w_min": 0.25, "w_max": 4.0}
 
 
-def test_dhrcl_reward_kwargs_take_schema_defaults_for_a_partial_section():
+def test_dhrcl_scorer_settings_take_schema_defaults_for_a_partial_section():
     from codegrpo.verl import dhrcl as vd
 
     vdef = vd.resolve_variant({}, "full")
-    got = vd.reward_kwargs({"reward": {"timeout_s": 3}}, vdef, "/tok")
+    got = vd.scorer_settings({"reward": {"timeout_s": 3}}, vdef, "/tok")
     d = runsettings.schema_defaults("dhrcl", "reward")
     assert got == {"variant": vdef["reward"], "stage3_form": d["stage3_form"], "ast_method": d["ast_method"],
-                   "ast_node_cap": d["ast_node_cap"], "timeout_s": 3, "tokenizer_path": "/tok"}
-    assert "tokenizer_path" not in vd.reward_kwargs({"reward": {"use_policy_tokenizer": False}}, vdef, "/tok")
+                   "ast_node_cap": d["ast_node_cap"], "timeout_s": 3.0, "tokenizer_path": "/tok",
+                   "static_weights": {k: float(v) for k, v in d["static_weights"].items()}}
+    assert "tokenizer_path" not in vd.scorer_settings({"reward": {"use_policy_tokenizer": False}}, vdef, "/tok")
+
+
+def test_dhrcl_scorer_reads_the_runs_settings_json(tmp_path, monkeypatch):
+    """Inside a training run the KodCode scorer takes the settings the run stored once (extra.scorer); explicit
+    arguments still win; outside a run the dataclass defaults apply."""
+    from codegrpo.rewards.dhrcl import DHRCLRewardConfig
+    from codegrpo.verl import dhrcl as vd
+
+    cfg = {"reward": {"ast_method": "jaccard", "static_weights": {"pass": 2.0}, "verpo": {"alpha": 3.0}}}
+    scorer = vd.scorer_settings(cfg, vd.resolve_variant({}, "baseline_verpo"), None)
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"fingerprint": "x", "settings": {"extra": {"scorer": scorer}}}))
+    monkeypatch.delenv(runsettings.SETTINGS_ENV, raising=False)
+    assert DHRCLRewardConfig.resolve().ast_method == DHRCLRewardConfig().ast_method
+    monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
+    got = DHRCLRewardConfig.resolve()
+    assert (got.variant, got.ast_method, got.static_weights["pass"], got.verpo["alpha"]) == ("verpo", "jaccard", 2.0,
+                                                                                           3.0)
+    assert got.static_weights["exec"] == DHRCLRewardConfig().static_weights["exec"]  # not stored: the default
+    assert DHRCLRewardConfig.resolve({"ast_method": "ted"}).ast_method == "ted"

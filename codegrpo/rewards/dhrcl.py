@@ -86,6 +86,19 @@ class DHRCLRewardConfig:
         return VerpoConfig(**self.verpo).validate()
 
     @classmethod
+    def resolve(cls, kwargs: dict | None = None) -> "DHRCLRewardConfig":
+        """The scorer's settings: inside a training run those the run stored once in its settings.json
+        (``extra.scorer``, ``$CODEGRPO_RUN_SETTINGS``); explicit ``kwargs`` (tests, evaluation) over them."""
+        from codegrpo import runsettings
+
+        stored: dict = {}
+        path = runsettings.settings_path()
+        if path:
+            extra = runsettings.load(path).get("extra") or {}
+            stored = dict(extra.get("scorer") or {})
+        return cls.from_kwargs({**stored, **{k: v for k, v in dict(kwargs or {}).items() if v is not None}})
+
+    @classmethod
     def from_kwargs(cls, kwargs: dict | None) -> "DHRCLRewardConfig":
         kw = dict(kwargs or {})
         cfg = cls()
@@ -452,7 +465,7 @@ def reward_model_scores(solution_strs: Sequence[str], codes: Sequence[str], extr
 def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[dict | None],
                 sandbox=None, **kwargs) -> list[dict[str, float]]:
     """Batch scorer of ``kodcode`` (the reward table's entry): one result dict per sample, all with :data:`RESULT_KEYS`."""
-    cfg = DHRCLRewardConfig.from_kwargs(kwargs)
+    cfg = DHRCLRewardConfig.resolve(kwargs)
     stage = current_stage(cfg)
     codes = [extract_code(s) for s in solution_strs]
     tests, refs = zip(*[_reference(g, e) for g, e in zip(ground_truths, extra_infos)]) if codes else ((), ())

@@ -378,24 +378,27 @@ def _resolved(dcfg: Mapping[str, Any], key: str) -> dict:
     return {**schema_defaults("dhrcl", key), **dict(dcfg.get(key) or {})}
 
 
-def reward_kwargs(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], tokenizer_path: str | None) -> dict:
+def scorer_settings(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], tokenizer_path: str | None) -> dict:
+    """The KodCode scorer's settings of a run (the fields of ``codegrpo.rewards.dhrcl.DHRCLRewardConfig``),
+    resolved once over the schema's defaults and stored under ``extra.scorer`` in the run's settings.json, where
+    the scorer reads them in verl's reward worker (``DHRCLRewardConfig.resolve``)."""
     r = _resolved(dcfg, "reward")
     out = {"variant": variant_def["reward"], "stage3_form": r["stage3_form"], "ast_method": r["ast_method"],
-           "ast_node_cap": r["ast_node_cap"], "timeout_s": r["timeout_s"]}
-    for k, v in (r["static_weights"] or {}).items():
-        out[f"static_w_{k}"] = float(v)
+           "ast_node_cap": int(r["ast_node_cap"]), "timeout_s": float(r["timeout_s"]),
+           "static_weights": {k: float(v) for k, v in (r["static_weights"] or {}).items()}}
     if variant_def["reward"] == "reward_model":
         out["rm_response"] = _resolved(dcfg, "reward_model")["response"]
     if variant_def["reward"] == "verpo":
-        for k, v in (r.get("verpo") or {}).items():
-            out[f"verpo_{k}"] = v
+        out["verpo"] = dict(r.get("verpo") or {})
     if r["use_policy_tokenizer"] and tokenizer_path:
         out["tokenizer_path"] = str(tokenizer_path)
     return out
 
 
-def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path) -> dict:
-    """The DHRCL part of run ``dhrcl-<variant>``'s settings.json (read back by :func:`on_validate`)."""
+def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_model: str | None = None) -> dict:
+    """The DHRCL part of run ``dhrcl-<variant>``'s settings.json (``extra``): read back by :func:`on_validate`
+    and, under ``scorer``, by the KodCode scorer in verl's reward worker (``init_model``: the policy whose
+    tokenizer the AST component may use)."""
     dcfg = cfg["dhrcl"]
     vdef = resolve_variant(dcfg, variant)
     total = int(dcfg["training"]["total_training_steps"] or 0)
@@ -404,7 +407,8 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path) -> dict:
     ccfg = curriculum_config(dcfg, vdef, total)
     out = {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
            "curriculum": CurriculumController(ccfg).to_dict()["config"],
-           "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights")}
+           "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights"),
+           "scorer": scorer_settings(dcfg, vdef, init_model)}
     if vdef["reward"] == "reward_model":  # the run starts the RM's scoring server (stages.run_services)
         rm = _resolved(dcfg, "reward_model")
         if not rm.get("model"):
@@ -421,7 +425,6 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
     """verl overrides of a DHRCL run (appended after those of the ``dhrcl.training`` section)."""
     from codegrpo.verl.launch import fmt
 
-    dcfg = cfg["dhrcl"]
     vdef = settings["variant_def"]
     ccfg = CurriculumConfig.from_dict(settings["curriculum"])
     tw = settings["token_weights"]
@@ -447,8 +450,6 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
         # verl's default of 8 DataLoader worker processes per loader: on CPU they only compete for the cores, and
         # they are left running (about 0.5 GB each) when Ray kills the TaskRunner at the end of a run
         ov.append("+data.dataloader_num_workers=0")
-    for k, v in reward_kwargs(dcfg, vdef, init_model).items():
-        ov.append(f"+custom_reward_function.reward_kwargs.{k}={fmt(v)}")
     return ov
 
 
@@ -461,7 +462,7 @@ class DhrclHook:
 
     def settings(self, cfg, section, run_dir: Path, init_model: str) -> dict:
         self.cfg, self.init_model = cfg, init_model
-        return dhrcl_settings(cfg, self.variant, Path(run_dir))
+        return dhrcl_settings(cfg, self.variant, Path(run_dir), init_model)
 
     def overrides(self, settings: Mapping[str, Any], run_dir: Path) -> list[str]:
         return dhrcl_overrides(self.cfg, settings["extra"], self.init_model)

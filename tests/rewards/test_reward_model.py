@@ -106,7 +106,7 @@ def test_served_scores_reach_the_reward(tiny_rm, tmp_path, monkeypatch):
 
 
 def test_variant_needs_a_configured_checkpoint(tmp_path):
-    from codegrpo.verl.dhrcl import dhrcl_settings, reward_kwargs, resolve_variant
+    from codegrpo.verl.dhrcl import dhrcl_settings
 
     cfg = load_config(REPO / "config.yaml", check_files=False)
     assert "baseline_acecoder" not in cfg["dhrcl"]["runs"]  # the default pipeline does not train it
@@ -115,8 +115,7 @@ def test_variant_needs_a_configured_checkpoint(tmp_path):
     cfg["dhrcl"]["reward_model"] = {**cfg["dhrcl"].get("reward_model", {}), "model": "TIGER-Lab/AceCodeRM-7B"}
     s = dhrcl_settings(cfg, "baseline_acecoder", tmp_path)
     assert s["reward_model"]["model"] == "TIGER-Lab/AceCodeRM-7B" and s["variant_def"]["token_weights"] == "none"
-    assert reward_kwargs(cfg["dhrcl"], resolve_variant(cfg["dhrcl"], "baseline_acecoder"), None)["rm_response"] \
-        == "program"
+    assert s["scorer"]["rm_response"] == "program" and s["scorer"]["variant"] == "reward_model"
     assert "reward_model" not in dhrcl_settings(cfg, "baseline_pass_rate", tmp_path)
 
 
@@ -195,8 +194,9 @@ def test_reward_model_runs_get_their_training_overrides(tmp_path):
     assert ace.actor_rollout_ref.rollout.gpu_memory_utilization == 0.4
     assert ace.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 4
     assert full.actor_rollout_ref.rollout.gpu_memory_utilization == 0.6
-    assert ace.custom_reward_function.reward_kwargs.variant == "reward_model"
+    assert "reward_kwargs" not in ace.custom_reward_function or "variant" not in ace.custom_reward_function.reward_kwargs
     settings = json.loads((tmp_path / "baseline_acecoder" / "settings.json").read_text())["settings"]
+    assert settings["extra"]["scorer"]["variant"] == "reward_model"
     assert settings["extra"]["reward_model"]["model"] == "TIGER-Lab/AceCodeRM-7B"
     cfg["dhrcl"]["reward_model"]["training"] = {"no_such_key": 1}
     with pytest.raises(ValueError, match="dhrcl.reward_model.training: unknown key"):

@@ -181,8 +181,9 @@ def test_variant_sets_plain_grpo_loss_and_no_std_normalisation(repo_root, tmp_pa
     hc = launch.validate()
     assert hc.algorithm.norm_adv_by_std_in_grpo is False and hc.algorithm.adv_estimator == "grpo"
     assert hc.actor_rollout_ref.actor.policy_loss.loss_mode == "vanilla"
-    rk = hc.custom_reward_function.reward_kwargs
-    assert rk.variant == "verpo" and rk.verpo_alpha == 1.0 and rk.verpo_beta == 0.5 and rk.verpo_kde_bandwidth == 0.1
+    scorer = json.loads((tmp_path / "dhrcl-baseline_verpo" / "settings.json").read_text())["settings"]["extra"]["scorer"]
+    assert scorer["variant"] == "verpo" and scorer["verpo"]["alpha"] == 1.0 and scorer["verpo"]["beta"] == 0.5
+    assert scorer["verpo"]["kde_bandwidth"] == 0.1
     full = vd.dhrcl_launch(cfg, "full", train_files=str(tmp_path / "t.parquet"), val_files=str(tmp_path / "v.parquet"),
                            init_model=str(tmp_path / "model"), run_dir=tmp_path / "dhrcl-full").validate()
     assert full.algorithm.norm_adv_by_std_in_grpo is True

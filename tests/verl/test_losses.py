@@ -166,7 +166,8 @@ def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     assert hc.trainer.experiment_name == f"dhrcl-{variant}"
     assert hc.actor_rollout_ref.actor.policy_loss.loss_mode == loss
     assert hc.reward_model.reward_manager == "batch" and hc.custom_reward_function.name == "compute_score_batch"
-    assert hc.custom_reward_function.reward_kwargs.variant == vd.resolve_variant({}, variant)["reward"]
+    settings = json.loads((tmp_path / f"dhrcl-{variant}" / "settings.json").read_text())["settings"]
+    assert settings["extra"]["scorer"]["variant"] == vd.resolve_variant({}, variant)["reward"]
     assert hc.trainer.val_before_train and hc.trainer.test_freq == cfg["dhrcl"]["curriculum"]["eval_every"]
     assert list(hc.codegrpo.validate_callbacks) == ["codegrpo.verl.dhrcl:on_validate"]
     assert (hc.actor_rollout_ref.model.get("external_lib") == "codegrpo.verl.losses") == (loss != "vanilla")
