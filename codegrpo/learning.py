@@ -398,7 +398,7 @@ def write_report(directions: Mapping[str, Mapping], curriculum: Mapping | None, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from codegrpo.plots import _save
+    from codegrpo.plots import save_figure
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, v in directions.items():
@@ -412,7 +412,7 @@ def write_report(directions: Mapping[str, Mapping], curriculum: Mapping | None, 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, rewards_png)
+    save_figure(fig, rewards_png)
 
     lines = ["# Learning check (mechanism checks on toy data; not paper results)", "",
              "Direction checks: GRPO on the toy reward `toy_target_chars` through the real verl path; a run passes "
@@ -460,7 +460,7 @@ def write_report(directions: Mapping[str, Mapping], curriculum: Mapping | None, 
             ax.set_title("Curriculum stage timeline and reward gates")
             fig.legend(fontsize=8, loc="lower right")
             fig.tight_layout()
-            _save(fig, timeline_png)
+            save_figure(fig, timeline_png)
             lines += ["", f"![curriculum timeline]({Path(timeline_png).name})"]
     lines.append("")
     with atomic_path(out_md) as tmp:

@@ -228,4 +228,3 @@ def save_figure(fig, out_path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-_save = save_figure  # the old name, still imported by codegrpo/learning.py (tests/test_private_imports.py)

@@ -12,11 +12,7 @@ from tests.conftest import REPO_ROOT as REPO
 PKG = REPO / "codegrpo"
 
 # (importing file, module, name): why it stays
-ALLOWED = {
-    ("codegrpo/learning.py", "codegrpo.plots", "_save"):
-        "learning.py is being reworked on another branch; plots keeps the old name as an alias of save_figure "
-        "until that branch imports save_figure",
-}
+ALLOWED: dict[tuple[str, str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:
