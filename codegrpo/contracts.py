@@ -13,8 +13,10 @@ This module imports only the standard library (verl's reward process and the dat
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
+import threading
 
 __all__ = [
     "SK2D_STRUCTURE",
@@ -182,3 +184,15 @@ def gcc_version(gcc: str = "gcc", *, required: bool = False) -> str:
     if required and not first:
         raise FileNotFoundError(f"gcc not runnable ({gcc!r}): '{gcc} --version' printed nothing")
     return first
+
+
+# CPython 3.11 keeps the AST constructor's recursion counter per interpreter, not per thread: two threads in
+# ast.parse / compile at once (the sandbox's run_tests_many, the evaluation's thread pools) can make one of them
+# fail with "SystemError: AST constructor recursion depth mismatch". Every host-side parse goes through this lock.
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse(source)``, one thread at a time in this process (see above)."""
+    with _AST_LOCK:
+        return ast.parse(source, filename)

@@ -169,3 +169,28 @@ def test_one_gcc_version_in_the_library():
                     if "def gcc_version(" in fh.read():
                         defs.append(os.path.relpath(path, root))
     assert defs == ["contracts.py"]
+
+
+# Files that run on their own inside the sandbox (standard library only, one thread): they parse for themselves.
+SANDBOX_SIDE = {"codegrpo/eval/suite_driver.py", "codegrpo/sandbox/supervisor.py", "codegrpo/sandbox/pytest_driver.py",
+                "codegrpo/sandbox/rpc.py"}
+
+
+def test_host_side_parses_go_through_the_one_lock(repo_root):
+    """CPython 3.11's AST constructor counts its recursion per interpreter: concurrent ``ast.parse`` calls in threads
+    (the sandbox pool, the evaluation pools) can fail with "AST constructor recursion depth mismatch" (seen once in
+    a DHRCL run's reward). Every host-side parse therefore goes through ``contracts.parse_python``."""
+    direct = []
+    for path in sorted((repo_root / "codegrpo").rglob("*.py")):
+        rel = path.relative_to(repo_root).as_posix()
+        if rel in SANDBOX_SIDE or rel == "codegrpo/contracts.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            f = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and isinstance(f, ast.Attribute) and f.attr == "parse" \
+                    and isinstance(f.value, ast.Name) and f.value.id == "ast":
+                direct.append(f"{rel}:{node.lineno}")
+    assert direct == [], f"ast.parse outside contracts.parse_python: {direct}"
+    tree = contracts.parse_python("def f(x):\n    return x + 1\n")
+    assert ast.dump(tree) == ast.dump(ast.parse("def f(x):\n    return x + 1\n"))
+    assert not contracts._AST_LOCK.locked()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from codegrpo.contracts import parse_python
 import ast
 import json
 import logging
@@ -47,7 +48,7 @@ def build_prompt(question: str, test_info: list[dict] | None, entry_points: list
 def imported_names(test_code: str) -> list[str]:
     """Names imported by ``from solution import ...`` in the test code (in order, without duplicates)."""
     names: list[str] = []
-    for node in ast.walk(ast.parse(test_code)):
+    for node in ast.walk(parse_python(test_code)):
         if isinstance(node, ast.ImportFrom) and node.module == "solution":
             names.extend(a.name for a in node.names if a.name != "*")
     return list(dict.fromkeys(names))
@@ -56,17 +57,17 @@ def imported_names(test_code: str) -> list[str]:
 def imports_solution(test_code: str) -> bool:
     """Do the tests import anything from the module ``solution``? (Many KodCode tests call the functions
     without importing them, expecting the solution in the same namespace.)"""
-    return any(isinstance(n, ast.ImportFrom) and n.module == "solution" for n in ast.walk(ast.parse(test_code)))
+    return any(isinstance(n, ast.ImportFrom) and n.module == "solution" for n in ast.walk(parse_python(test_code)))
 
 
 def top_level_names(code: str) -> list[str]:
     """Functions and classes defined at the top level of ``code``."""
-    tree = ast.parse(code)
+    tree = parse_python(code)
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
 def used_names(code: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+    return {n.id for n in ast.walk(parse_python(code)) if isinstance(n, ast.Name)}
 
 
 class Filtered(Exception):
@@ -80,7 +81,7 @@ class Filtered(Exception):
 
 def _parse_python(code: str, field: str) -> None:
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError as exc:
         raise Reject(field, f"not valid Python: {exc.msg} (line {exc.lineno})") from None
     except ValueError as exc:  # e.g. source contains null bytes

@@ -21,6 +21,7 @@ that compares the test methods' code can find.
 
 from __future__ import annotations
 
+from codegrpo.contracts import parse_python
 import ast
 import copy
 import io
@@ -53,7 +54,7 @@ def rename_tests(test_code: str) -> tuple[str, dict[str, str]]:
     a random ``test_<hex>``; returns the new text and the map new name -> original name. Unchanged ({} map) when
     the file does not parse or has no such class."""
     try:
-        tree = ast.parse(test_code)
+        tree = parse_python(test_code)
         toks = list(tokenize.generate_tokens(io.StringIO(test_code).readline))
     except (SyntaxError, ValueError, tokenize.TokenError):
         return test_code, {}
@@ -86,7 +87,7 @@ def _failing_assertion(rng: random.Random) -> ast.stmt:
         f"self.assertEqual(sorted([{a}, {a + 7}]), [{a + 7}, {a}])",
         f"self.assertIsNone({word!r})",
     ]
-    return ast.parse(rng.choice(forms)).body[0]
+    return parse_python(rng.choice(forms)).body[0]
 
 
 def add_canary(test_code: str, name: str, rng: random.Random | None = None,
@@ -97,7 +98,7 @@ def add_canary(test_code: str, name: str, rng: random.Random | None = None,
     or the result does not parse)."""
     rng = rng or random.Random(secrets.randbits(64))
     try:
-        tree = ast.parse(test_code)
+        tree = parse_python(test_code)
     except (SyntaxError, ValueError):
         return None
     cls = _test_class(tree)
@@ -127,7 +128,7 @@ def add_canary(test_code: str, name: str, rng: random.Random | None = None,
     text = "".join(indent + ln + "\n" if ln.strip() else "\n" for ln in ast.unparse(twin).splitlines())
     out = "".join(lines[:row]) + ("\n" if at == len(methods) else "") + text + "\n" + "".join(lines[row:])
     try:
-        new_cls = _test_class(ast.parse(out))
+        new_cls = _test_class(parse_python(out))
     except (SyntaxError, ValueError):
         return None
     if new_cls is None or name not in {f.name for f in _tests(new_cls)}:

@@ -3,7 +3,7 @@ and the helpers both sides use."""
 
 from __future__ import annotations
 
-import ast
+from codegrpo.contracts import parse_python
 import re
 from dataclasses import dataclass, field
 
@@ -36,7 +36,7 @@ class Problem:
 
 def parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse_python(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return True

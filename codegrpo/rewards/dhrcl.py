@@ -41,6 +41,7 @@ metrics.jsonl, and the run figure plots it.
 
 from __future__ import annotations
 
+from codegrpo.contracts import parse_python
 import ast
 import builtins
 import logging
@@ -283,7 +284,7 @@ class _Normaliser(ast.NodeTransformer):
 def normalised_ast(code: str) -> ast.AST | None:
     """Strictly parsed and normalised AST, or None when the code does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return _Normaliser().visit(tree)

@@ -21,6 +21,7 @@ Standard library (and :mod:`codegrpo.procgroup`) only.
 
 from __future__ import annotations
 
+from codegrpo.contracts import parse_python
 import ast
 import base64
 import dataclasses
@@ -422,7 +423,7 @@ def test_function_names(test_code: str) -> tuple[set[str], set[str]]:
     pytest, so its methods are not required). Allowed: those, plus ``test*`` functions defined anywhere in the
     file and ``test*`` names it assigns. Empty sets when the file does not parse."""
     try:
-        tree = ast.parse(test_code)
+        tree = parse_python(test_code)
     except SyntaxError:
         return set(), set()
     allowed, required = set(), set()
@@ -449,7 +450,7 @@ def test_function_names(test_code: str) -> tuple[set[str], set[str]]:
 def count_test_functions(test_code: str) -> int:
     """Test functions pytest would collect from a file by name (``test_*`` functions, methods of ``Test*``)."""
     try:
-        tree = ast.parse(test_code)
+        tree = parse_python(test_code)
     except SyntaxError:
         return 0
     n = 0

@@ -242,7 +242,7 @@ def test_make_sandbox_from_config():
         assert (sb.limits.wall_s, sb.limits.memory_mb, sb.mode, len(sb._sups)) == (7, 512, "server", 2)
         res = sb.run_tests("x = 1\n", "def test_x():\n    assert x == 1\n")
     assert res.all_passed
-    assert codegen.make_sandbox is decompile.make_sandbox is ex.make_sandbox
+    assert codegen.make_sandbox is decompile.execution.make_sandbox is ex.make_sandbox
 
 
 # ---- what the sandbox can see -----------------------------------------------------------------------------

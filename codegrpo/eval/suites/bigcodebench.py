@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from codegrpo.contracts import parse_python
 import ast
 import dataclasses
 import importlib.util
@@ -114,7 +115,7 @@ def bcb_test_names(test_code: str) -> tuple[set[str], bool]:
     """The ``test*`` methods of class ``TestCases`` as written, and whether that set is complete (the class's
     bases are only ``TestCase``: no inherited tests), so that a run reporting other names is a forgery."""
     try:
-        tree = ast.parse(test_code)
+        tree = parse_python(test_code)
     except SyntaxError:
         return set(), False
     for node in tree.body:
