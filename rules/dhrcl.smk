@@ -9,9 +9,7 @@ import re
 
 DHRCL_CFG = config["dhrcl"]
 DHRCL_SEEDS = DHRCL_CFG["seeds"]
-# every run: name -> variant, seed, model (of dhrcl.models, or None) and the model it starts from (init: base =
-# model.base, the tiny model folder on CPU, or a hub id / folder)
-DHRCL_PLAN = dhrcl_plan_runs(config)
+# every run: DHRCL_PLAN (rules/common.smk)
 DHRCL_TRAINING_CFG = training_cfg("dhrcl", "sandbox")
 
 
@@ -39,7 +37,7 @@ rule dhrcl_train:
         variant=lambda w: DHRCL_PLAN[w.run]["variant"],
         seed=lambda w: DHRCL_PLAN[w.run]["seed"],
         model=lambda w: DHRCL_PLAN[w.run]["model"],
-        init_model=lambda w: dhrcl_init_path(w.run),
+        init_model=init_model(lambda w: dhrcl_init_path(w.run)),
         run_dir=lambda w: res("runs", w.run),
     script:
         "../workflow_scripts/dhrcl_train.py"

@@ -7,9 +7,6 @@
 from codegrpo import contracts as _contracts
 
 
-include: "eval_common.smk"
-
-
 rule eval_decompile_baseline:
     input:
         unpack(dec_data_input),

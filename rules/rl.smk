@@ -8,7 +8,7 @@
 
 # One rule body, used by name for each stage (rule names skeleton_rl_train, skin_rl_train; their resources
 # differ per stage, which a wildcard rule cannot express as resource keys). RL_STAGES and rl_params live in
-# rules/training_common.smk.
+# rules/common.smk.
 
 
 rule skeleton_rl_train:

@@ -3,9 +3,6 @@
 # done.json is written last, when training (or the configured import) finished.
 
 
-include: "training_common.smk"
-
-
 rule tiny_model:
     input:
         res("data", "sft", "skeleton.train.parquet"),
@@ -68,7 +65,7 @@ rule sft_train:
         cfg=training_cfg("sft"),
         train=lambda w: res("data", "sft", f"{w.which}.train.parquet"),
         val=lambda w: res("data", "sft", f"{w.which}.val.parquet"),
-        init_model=sft_init_model,
+        init_model=init_model(sft_init_model),
         run_dir=lambda w, output: os.path.dirname(output.done),
     script:
         "../workflow_scripts/sft_train.py"

@@ -116,7 +116,7 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
         ["dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init", "dhrcl.models[Qwen3-14B].init",
          "dhrcl.reward_model.model", "embedding.server_model_path"]
     assert preflight.check_offline(paper, {}, cache_dir=str(tmp_path / "x")) == []
-    # a job's config holds only its sections (rules/training_common.smk: device, seed, cluster, model + the
+    # a job's config holds only its sections (rules/common.smk, training_cfg: device, seed, cluster, model + the
     # stage's): the SFT job checks the base model it loads and does not trip over the sections it lacks
     job = {k: paper[k] for k in ("device", "seed", "cluster", "model", "sft")}
     assert [p.split(" = ")[0] for p in preflight.check_offline(job, env, cache_dir=str(tmp_path / "x"))] == \
