@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 
 
-def normalise_text(text: str) -> str:
+def normalize_text(text: str) -> str:
     """Lower case, every run of characters other than letters and digits one space, stripped."""
     return _NON_WORD.sub(" ", text.lower()).strip()
 
@@ -70,7 +70,7 @@ class EvalPrompts:
                 text = r.get(ent["field"]) if isinstance(r, dict) else None
                 if not isinstance(text, str):
                     raise DataError(path, i + 1, ent["field"], "missing or not text")
-                words = normalise_text(text).split()
+                words = normalize_text(text).split()
                 if len(words) < ngram:
                     self._short.setdefault(" ".join(words), name)
                 for g in _ngrams(words, ngram):
@@ -79,7 +79,7 @@ class EvalPrompts:
 
     def match(self, text: str) -> str | None:
         """The name of an evaluation set that ``text`` overlaps, or None."""
-        words = normalise_text(text).split()
+        words = normalize_text(text).split()
         norm = " ".join(words)
         if norm in self._short:
             return self._short[norm]

@@ -55,13 +55,13 @@ from codegrpo.data.kodcode_records import (
     imports_solution, iter_json_array, iter_records, parse_kodcode_record, top_level_names, used_names,
 )
 from codegrpo.data.decontam import (
-    EvalPrompts, normalise_text,
+    EvalPrompts, normalize_text,
 )
 
 __all__ = [
     'ABILITY', 'DATA_SOURCE', 'EvalPrompts', 'Filtered', 'PROMPT_TEMPLATE', 'SLICES', 'build_prompt',
     'imported_names', 'imports_solution', 'input_files', 'iter_json_array', 'iter_records',
-    'load_release', 'normalise_text', 'parse_kodcode_record', 'prepare_kodcode', 'rl_row',
+    'load_release', 'normalize_text', 'parse_kodcode_record', 'prepare_kodcode', 'rl_row',
     'top_level_names', 'used_names', 'verify_reason',
 ]
 

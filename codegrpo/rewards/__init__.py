@@ -130,7 +130,7 @@ class Scorer:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # -- result normalisation -------------------------------------------------------------------------
-    def _normalise(self, data_source: str, result: Any) -> dict[str, Any]:
+    def _normalize(self, data_source: str, result: Any) -> dict[str, Any]:
         if isinstance(result, dict):
             if "score" not in result:
                 raise RewardError(
@@ -168,7 +168,7 @@ class Scorer:
             if len(out) != 1:
                 raise RewardError(f"batch scorer for {data_source!r} returned {len(out)} results for 1 sample")
             res = out[0]
-        return self._normalise(data_source, res)
+        return self._normalize(data_source, res)
 
     def batch(self, data_source: str, solution_strs, ground_truths, extra_infos, **kwargs) -> list[dict[str, Any]]:
         if self.batch_fn is not None:
@@ -179,7 +179,7 @@ class Scorer:
                 )
         else:
             out = [self.score_fn(s, g, e, **kwargs) for s, g, e in zip(solution_strs, ground_truths, extra_infos)]
-        return [self._normalise(data_source, r) for r in out]
+        return [self._normalize(data_source, r) for r in out]
 
 
 _LOCK = threading.RLock()

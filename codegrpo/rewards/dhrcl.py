@@ -281,7 +281,7 @@ class _Normaliser(ast.NodeTransformer):
         return node
 
 
-def normalised_ast(code: str) -> ast.AST | None:
+def normalized_ast(code: str) -> ast.AST | None:
     """Strictly parsed and normalised AST, or None when the code does not parse."""
     try:
         tree = parse_python(code)
@@ -355,10 +355,10 @@ def ast_similarity_jaccard(a: ast.AST, b: ast.AST) -> float:
 
 
 def r_ast(code: str, reference: str, method: str = "ted", node_cap: int = 400) -> float:
-    cand = normalised_ast(code)
+    cand = normalized_ast(code)
     if cand is None:
         return 0.0
-    ref = normalised_ast(reference or "")
+    ref = normalized_ast(reference or "")
     if ref is None:
         return 0.0
     if method == "jaccard":

@@ -67,7 +67,7 @@ def test_r_ast_node_cap_bounds_the_trees(record):
     big = "\n".join(f"v{i} = {i} + {i}" for i in range(400))
     capped = d.r_ast(big, ref, node_cap=20)
     assert 0.0 <= capped <= 1.0
-    tree, n = d._apted_tree(d.normalised_ast(big), 20)
+    tree, n = d._apted_tree(d.normalized_ast(big), 20)
     assert n == 20
 
 
