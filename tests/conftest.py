@@ -44,9 +44,11 @@ def snakemake_bin() -> str:
 
 
 def run_snakemake(*args: str, overlay: dict | None = None, tmp_path: Path | None = None, timeout: float = 900,
-                  cwd: Path = REPO_ROOT, lock: bool = False) -> subprocess.CompletedProcess:
+                  cwd: Path = REPO_ROOT, lock: bool = False,
+                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The one way the tests run Snakemake: ``snakemake [--nolock] [--configfile OVERLAY] ARGS`` in ``cwd`` (the
-    repository by default), output captured. ``overlay`` is written as YAML under ``tmp_path``."""
+    repository by default), output captured, killed after ``timeout`` seconds. ``overlay`` is written as YAML
+    under ``tmp_path``; ``env`` replaces the inherited environment (tests/slurm: the venv's tools on PATH)."""
     cmd = [_snakemake_exe()] + ([] if lock else ["--nolock"])
     if overlay is not None:
         if tmp_path is None:
@@ -54,7 +56,7 @@ def run_snakemake(*args: str, overlay: dict | None = None, tmp_path: Path | None
         cfg = tmp_path / "overlay.yaml"
         cfg.write_text(yaml.safe_dump(overlay))
         cmd += ["--configfile", str(cfg)]
-    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def job_counts(stdout: str) -> dict[str, int]:

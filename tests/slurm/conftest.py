@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_snakemake as shared_run_snakemake
+
 REPO = Path(__file__).resolve().parents[2]
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 RESPONDING = ("idle", "mixed", "allocated", "completing")
 
 
@@ -102,10 +103,11 @@ def copy_workflow(dest: Path) -> Path:
 
 
 def run_snakemake(workdir: Path, *args: str, timeout_s: float = 900) -> subprocess.CompletedProcess:
-    """Run Snakemake in ``workdir``; killed (SIGKILL) after ``timeout_s`` so a hung executor cannot stall."""
+    """Snakemake in ``workdir`` through the shared runner (tests/conftest.py), with the run's lock (a copy of its
+    own) and the venv's tools first on PATH (what the submitted jobs' environment inherits); killed after
+    ``timeout_s`` so a hung executor cannot stall."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    return subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=timeout_s, env=env)
+    return shared_run_snakemake(*args, cwd=workdir, timeout=timeout_s, lock=True, env=env)
 
 
 @pytest.fixture
