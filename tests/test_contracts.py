@@ -172,8 +172,8 @@ def test_one_gcc_version_in_the_library():
 
 
 # Files that run on their own inside the sandbox (standard library only, one thread): they parse for themselves.
-SANDBOX_SIDE = {"codegrpo/eval/suite_driver.py", "codegrpo/sandbox/supervisor.py", "codegrpo/sandbox/pytest_driver.py",
-                "codegrpo/sandbox/rpc.py"}
+SANDBOX_SIDE = {"codegrpo/eval/suite_driver.py", "codegrpo/eval/suite_checks.py", "codegrpo/sandbox/supervisor.py",
+                "codegrpo/sandbox/pytest_driver.py", "codegrpo/sandbox/rpc.py"}
 
 
 def test_host_side_parses_go_through_the_one_lock(repo_root):

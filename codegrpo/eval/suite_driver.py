@@ -33,10 +33,10 @@ The checks follow each benchmark's own evaluation (docs/evaluation.md names the 
   :mod:`codegrpo.eval.bcb_tests`), hidden canary tests that must fail, and a run-time probe for always-equal
   classes (docs/sandbox.md names what this does not guarantee).
 
-One job in one file (about 540 lines): the sandbox runs this module as a single source text
-(``codegrpo.eval.suites.common.DRIVER``, sent whole as ``Sandbox.run_suite``'s driver and ``run_python``'s
-``main.py``), so its parts cannot import each other there; the candidate-side sources, which never run in the
-runner, live in :mod:`codegrpo.eval.suite_candidates`.
+The sandbox runs the driver as one source text (:func:`codegrpo.eval.suites.common.driver_source`, sent as
+``Sandbox.run_suite``'s driver and ``run_python``'s ``main.py``): the comparisons of :mod:`codegrpo.eval.suite_checks`
+followed by this file without its import of them. Both files are standard library only. The candidate-side
+sources, which never run in the runner, are :mod:`codegrpo.eval.suite_candidates`.
 """
 
 from __future__ import annotations
@@ -44,12 +44,15 @@ from __future__ import annotations
 import copy
 import io
 import json
-import math
 import os
 import pickle
 import signal
 import sys
 import time
+
+# On the host an import; in the sandbox this statement is replaced by suite_checks.py's text (its source comes
+# first in codegrpo.eval.suites.common.driver_source): the sandbox runs one self-contained source.
+from codegrpo.eval.suite_checks import always_equal_classes, evalplus_match, lcb_stdio_match
 
 RESULT = "result.json"
 
@@ -117,77 +120,6 @@ def _exec_program(path: str, module_name: str = "solution") -> dict:
 
 # --------------------------------------------------------------------------------------------------------
 # EvalPlus
-
-
-def _is_floats(x) -> bool:
-    if isinstance(x, float):
-        return True
-    if isinstance(x, (list, tuple)) and x:
-        return all(isinstance(i, float) for i in x)
-    return False
-
-
-def _close(out, exp, atol: float, rtol: float = 1e-7) -> bool:
-    """Element-wise |out - exp| <= atol + rtol * |exp| over (nested) sequences of numbers (NaN never close)."""
-    if isinstance(exp, (list, tuple)):
-        if not isinstance(out, (list, tuple)) or len(out) != len(exp):
-            return False
-        return all(_close(o, e, atol, rtol) for o, e in zip(out, exp))
-    if isinstance(out, (list, tuple)):
-        return False
-    try:
-        o, e = complex(out), complex(exp)
-    except (TypeError, ValueError):
-        return False
-    if any(math.isnan(v) for v in (o.real, o.imag, e.real, e.imag)):
-        return False
-    if math.isinf(abs(e)) or math.isinf(abs(o)):
-        return o == e
-    return abs(o - e) <= atol + rtol * abs(e)
-
-
-def _poly(xs, x):
-    return sum(c * math.pow(x, i) for i, c in enumerate(xs))
-
-
-def _surface_area(base_edge, height):  # MBPP+ task 581's oracle (a pyramid's surface, rounded)
-    slant = math.sqrt((base_edge / 2) ** 2 + height ** 2)
-    return round(base_edge ** 2 + 2 * base_edge * slant)
-
-
-def _digit_distance(a, b):  # MBPP+ task 558's oracle (digits aligned by zero padding)
-    sa, sb = str(a), str(b)
-    n = max(len(sa), len(sb))
-    return sum(abs(int(x) - int(y)) for x, y in zip(sa.zfill(n), sb.zfill(n)))
-
-
-def _evalplus_match(task: dict, inp, out, exp) -> bool:
-    ep, atol = task["entry_point"], float(task["atol"] or 0)
-    exact = out == exp
-    if task["dataset"] == "humaneval" and ep == "find_zero":
-        return abs(_poly(*inp, out)) <= atol
-    if task["dataset"] == "mbpp":
-        if ep == "are_equivalent":
-            exact = True
-        elif ep == "sum_div":
-            exact = exact or out == 0
-        elif ep == "surface_Area":
-            exact = exact or abs(out - _surface_area(*inp)) <= atol
-        elif ep == "digit_distance_nums":
-            exact = exact or out == _digit_distance(*inp)
-        elif ep in task.get("set_eq_tasks", ()):
-            exact = set(out) == set(exp)
-        elif ep in task.get("not_none_tasks", ()):
-            exact = (out == exp) if isinstance(out, bool) else (exp == (out is not None))
-    if atol == 0 and _is_floats(exp):
-        atol = 1e-6
-    if exact:
-        return True
-    if atol == 0:
-        return False
-    if type(out) is not type(exp):
-        return False
-    return _close(out, exp, atol)
 
 
 def evalplus_gt() -> None:
@@ -275,7 +207,7 @@ def _r_evalplus(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
                 _limit(min(limits[i], left))
                 out = fn(*inp)
                 _clear()
-                ok = _evalplus_match(task, inp, out, expected[part][i])
+                ok = evalplus_match(task, inp, out, expected[part][i])
             except _Timeout:
                 status, err = "timeout", (f"input {i}: the part's time limit {task['part_timeout'][part]:.2f} s"
                                           if part_bound else f"input {i}: time limit {limits[i]:.2f} s")
@@ -297,32 +229,6 @@ def _r_evalplus(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
 
 # --------------------------------------------------------------------------------------------------------
 # LiveCodeBench
-
-
-def _lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.strip().split("\n")]
-
-
-def _decimals(line: str):
-    from decimal import Decimal, InvalidOperation
-
-    try:
-        return [Decimal(x) for x in line.split()]
-    except (InvalidOperation, ValueError):
-        return None
-
-
-def lcb_stdio_match(got: str, want: str) -> bool:
-    a, b = _lines(got), _lines(want)
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if x == y:
-            continue
-        dx, dy = _decimals(x), _decimals(y)
-        if dx is None or dy is None or dx != dy:
-            return False
-    return True
 
 
 def _test_failed(res: dict, i: int, per_test: float, exc: BaseException) -> None:
@@ -415,37 +321,6 @@ def _r_lcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
 
 # --------------------------------------------------------------------------------------------------------
 # BigCodeBench
-
-
-def always_equal_classes(src: str) -> list[str]:
-    """Classes of a program whose ``__eq__`` only ever returns the constant ``True`` (or ``__ne__`` the constant
-    ``False``): the always-equal trick, which the BigCodeBench tests (run in the solution's process) cannot see.
-    A static check of the program as written (docs/sandbox.md: a program that builds such a class at run time
-    is not caught)."""
-    import ast
-
-    try:
-        tree = ast.parse(src)
-    except (SyntaxError, ValueError):
-        return []
-    found = []
-    for cls in ast.walk(tree):
-        if not isinstance(cls, ast.ClassDef):
-            continue
-        for fn in cls.body:
-            if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("__eq__", "__ne__")):
-                continue
-            want = fn.name == "__eq__"
-            returns = [node for node in ast.walk(fn) if isinstance(node, ast.Return)]
-            if returns and all(isinstance(r.value, ast.Constant) and r.value.value is want for r in returns):
-                found.append(cls.name)  # every return is the constant (an early ``if self is other`` is fine)
-        for st in cls.body:  # __eq__ = lambda *a: True
-            if (isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__")
-                                                   for t in st.targets)
-                    and isinstance(st.value, ast.Lambda) and isinstance(st.value.body, ast.Constant)
-                    and isinstance(st.value.body.value, bool)):
-                found.append(cls.name)
-    return sorted(set(found))
 
 
 def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
