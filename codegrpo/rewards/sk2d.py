@@ -19,7 +19,8 @@ import math
 import re
 from typing import Any, Sequence
 
-from codegrpo.rewards.compile import c_parser, compile_reference, default_engine
+from codegrpo.rewards.c_syntax import c_parser
+from codegrpo.rewards.compile import compile_reference, default_engine
 
 # --------------------------------------------------------------------------------------------------------------
 # Structure recovery: placeholder Jaccard + compile (exe_type), token Jaccard + compile (sim_exe)
