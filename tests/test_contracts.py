@@ -85,7 +85,7 @@ def test_extract_code(completion, program):
 
 def test_extracted_solutions_parse():
     """Every case whose answer is the full solution yields a program Python accepts (no fence residue)."""
-    for name, completion, program in CASES:
+    for _name, completion, program in CASES:
         if program == SOLUTION:
             ast.parse(extract_code(completion))
 

@@ -175,7 +175,7 @@ def test_split_brought_by_the_records_is_kept(record_files):
     from codegrpo.data.parquet import assign_train_val, split_key
     recs = [json.loads(x) for x in record_files["p2n"].read_text().splitlines()]
     hashed = assign_train_val(recs, 0.5, 0)
-    for i, r in enumerate(recs[:10]):
+    for _i, r in enumerate(recs[:10]):
         r["split"] = "train" if hashed[split_key(r)] == "val" else "val"  # the opposite of the hash
     got = assign_train_val(recs, 0.5, 0)
     assert all(got[split_key(r)] == r["split"] for r in recs[:10])

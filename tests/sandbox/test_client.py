@@ -16,6 +16,7 @@ import pytest
 
 from codegrpo import sandbox as ex
 from codegrpo.sandbox import bwrap
+from tests.conftest import REPO_ROOT as REPO
 
 LIMITS = ex.SandboxLimits(wall_s=30, cpu_s=30)
 
@@ -239,7 +240,6 @@ def test_make_sandbox_from_config():
 
 
 # ---- what the sandbox can see -----------------------------------------------------------------------------
-from tests.conftest import REPO_ROOT as REPO
 
 # Run in a child interpreter: one job in each mode; prints where the supervisor ran from and the outcomes.
 _CHILD = r"""
