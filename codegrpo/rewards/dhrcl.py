@@ -48,15 +48,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from codegrpo.contracts import extract_code
+from codegrpo.contracts import DHRCL_RESULT_KEYS, extract_code
 from codegrpo.rewards.ast_similarity import r_ast
 
 log = logging.getLogger(__name__)
 
 VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
             "static_dense", "reward_model", "verpo")
-RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-               "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score", "r_dense")
+RESULT_KEYS = ("score", *DHRCL_RESULT_KEYS)
 
 
 # ---------------------------------------------------------------------------------------------------------

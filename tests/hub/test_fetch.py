@@ -10,7 +10,6 @@ import hashlib
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ import yaml
 from codegrpo import hub, preflight
 from tests.hub_standin import COMMIT, HubStandIn
 
-from tests.conftest import REPO_ROOT as REPO
+from tests.conftest import REPO_ROOT as REPO, copy_workflow
 MODEL_ID = "codegrpo-test/tiny-qwen2"
 DATASET_ID = "codegrpo-test/TinyRows-10K"  # datasets snake-cases the cache folder: tiny_rows-10_k
 LCB_ID = "codegrpo-test/lcb-lite"
@@ -189,22 +188,10 @@ def test_prefetch_failure_names_the_key(paper, tmp_path):
     assert "ERR model.base = 'LLM4Binary/llm4decompile-6.7b-v2': download failed" in proc.stdout, proc.stderr[-2000:]
 
 
-def _copy_workflow(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.splitlines()
-    for rel in files:
-        src = REPO / rel
-        if rel.startswith("tests/") or not src.is_file() or src.is_symlink():
-            continue
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel)
-    return dest
-
-
 def test_prefetch_rule_goes_online_while_the_workflow_sets_jobs_offline(tiny_model_dir, tmp_path):
     """`snakemake prefetch` (the rule and its script) with hub.offline_jobs: the Snakemake process exports the
     offline switches for every job, and the prefetch rule alone still downloads, into hub.cache_dir."""
-    wd = _copy_workflow(tmp_path / "wf")
+    wd = copy_workflow(tmp_path / "wf", symlinks=False)
     home = tmp_path / "hf"
     (wd / "site.yaml").write_text(yaml.safe_dump({"hub": {"cache_dir": str(home), "offline_jobs": True,
                                                            "models": [MODEL_ID]}}))
