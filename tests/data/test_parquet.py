@@ -12,9 +12,7 @@ from codegrpo.data.headers import PsycheC, validate_headers
 from codegrpo.data.ingest import ingest_dataset
 from codegrpo.data.parquet import assign_slices, hash_unit, write_stage_parquets
 from codegrpo.io import write_jsonl
-
-RAW_FIELDS = {"input": "input", "target": "output", "header": None, "id": None}
-
+from tests.data import shipped_raw
 
 @pytest.fixture(scope="module")
 def record_files(data_dir, tmp_path_factory):
@@ -22,10 +20,8 @@ def record_files(data_dir, tmp_path_factory):
     rl = ingest_dataset("rl", {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"),
                                "shape": "verl", "stage": "skeleton"}).records
     rl, _ = validate_headers(rl, psychec=PsycheC(gen=None, solver=None))
-    p2n = ingest_dataset("p2n", {"path": str(data_dir / "sk2decompile/pseudo2norm-examples.jsonl"), "shape": "raw",
-                                 "stage": "skeleton", "unwrap": "pseudo", "fields": RAW_FIELDS}).records
-    n2c = ingest_dataset("n2c", {"path": str(data_dir / "sk2decompile/norm2code-examples.jsonl"), "shape": "raw",
-                                 "stage": "skin", "unwrap": "normalized", "fields": RAW_FIELDS}).records
+    p2n = ingest_dataset("p2n", shipped_raw("pseudo2norm-examples", "skeleton", "pseudo")).records
+    n2c = ingest_dataset("n2c", shipped_raw("norm2code-examples", "skin", "normalized")).records
     n2c, _ = validate_headers(n2c, enabled=False)
     out = {}
     for name, recs in (("rl", rl), ("p2n", p2n), ("n2c", n2c)):
