@@ -26,6 +26,12 @@ def _launches(cfg, tmp_path):
     return out
 
 
+def _rl_row(data_source: str) -> dict:
+    """One well-formed verl RL row of ``data_source`` (prompt "x", ground truth "int f;")."""
+    return {"data_source": data_source, "prompt": [{"role": "user", "content": "x"}], "ability": "decompile",
+            "reward_model": {"style": "rule", "ground_truth": "int f;"}, "extra_info": {"index": 0}}
+
+
 @pytest.fixture(scope="module", params=["config.yaml", "config/paper.yaml"])
 def composed(request, repo_root, tmp_path_factory):
     cfg = load_config(repo_root / request.param)
@@ -342,9 +348,7 @@ def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
     from codegrpo.data.training_inputs import TrainingInputError, check_model, check_parquet
     from codegrpo.verl.stages import run_grpo, run_sft
 
-    good_rl = {"data_source": "sk2decompile_structure", "prompt": [{"role": "user", "content": "x"}],
-               "ability": "decompile", "reward_model": {"style": "rule", "ground_truth": "int f;"},
-               "extra_info": {"index": 0}}
+    good_rl = _rl_row("sk2decompile_structure")
     pd.DataFrame([good_rl, good_rl]).to_parquet(tmp_path / "rl.parquet")
     assert check_parquet(tmp_path / "rl.parquet", "rl") == 2
     pd.DataFrame([good_rl, {**good_rl, "prompt": []}]).to_parquet(tmp_path / "bad_rl.parquet")
@@ -481,9 +485,7 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
     from codegrpo.sandbox.client import default_sandbox_settings
     from codegrpo.verl import stages
 
-    row = {"data_source": "sk2decompile_identifier", "prompt": [{"role": "user", "content": "x"}],
-           "ability": "decompile", "reward_model": {"style": "rule", "ground_truth": "int f;"},
-           "extra_info": {"index": 0}}
+    row = _rl_row("sk2decompile_identifier")
     pd.DataFrame([row] * 4).to_parquet(tmp_path / "rl.parquet")
     models = tmp_path / "www" / "v1" / "models"  # GET /v1/models answers 200
     models.parent.mkdir(parents=True)
