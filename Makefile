@@ -16,4 +16,3 @@ lint: setup
 	.venv/bin/snakemake --lint
 	.venv/bin/snakefmt --check .
 	.venv/bin/ruff check .
-	.venv/bin/ruff format --check .
