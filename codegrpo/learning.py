@@ -232,7 +232,7 @@ def write_curriculum_dataset(problems: Sequence[dict], out_dir: str | os.PathLik
     return paths
 
 
-def _prompt_tokens(model_dir: str | os.PathLike, prompts: Sequence[str]) -> int:
+def prompt_tokens(model_dir: str | os.PathLike, prompts: Sequence[str]) -> int:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
@@ -334,7 +334,7 @@ def run_curriculum_check(cfg: Mapping[str, Any], *, out_dir: str | os.PathLike) 
     if not (tiny / "config.json").is_file():
         build_tiny_model(tiny, corpus_from_parquet([data["sft"], data["rl_train"]]), vocab_size=int(c["vocab_size"]),
                          seed=int(cfg.get("seed", 0)))
-    max_prompt = _prompt_tokens(tiny, [p["prompt"] for p in problems]) + 8
+    max_prompt = prompt_tokens(tiny, [p["prompt"] for p in problems]) + 8
     ccfg = curriculum_config(cfg, max_prompt)
     fit = fit_solutions(tiny, pd.read_parquet(data["sft"]).to_dict("records"), out / "sft",
                         steps=int(c["sft_steps"]), lr=float(c["sft_lr"]), seed=int(cfg.get("seed", 0)))
