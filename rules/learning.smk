@@ -151,23 +151,21 @@ rule learning_real_train:
         **stage_resources("learning_check"),
     params:
         cfg=training_cfg("dhrcl", "sandbox", "learning_real"),
-        init_model=model_ref_path(LR["model"]),
+        init_model=lambda w, input: input.init[0] if input.init else LR["model"],
         data_dir=lambda w, input: os.path.dirname(input.train),
         run_dir=lambda w, output: os.path.dirname(output.done),
     script:
         "../workflow_scripts/learning_real_train.py"
 
 
-def learning_real_model(w):
-    if w.model == "base":
-        return model_ref_input(LR["model"])
-    return [res("learning", "real", "runs", w.model, "hf")]
-
-
 rule learning_real_eval:
     input:
         heldout=res("learning", "real", "data", "heldout.parquet"),
-        model=learning_real_model,
+        model=lambda w: (
+            model_ref_input(LR["model"])
+            if w.model == "base"
+            else [res("learning", "real", "runs", w.model, "hf")]
+        ),
     output:
         res("learning", "real", "eval", "{model}.seed{seed}.json"),
     log:
@@ -182,11 +180,7 @@ rule learning_real_eval:
         **stage_resources("learning_check"),
     params:
         cfg=training_cfg("sandbox", "learning_real"),
-        model_dir=lambda w: (
-            model_ref_path(LR["model"])
-            if w.model == "base"
-            else res("learning", "real", "runs", w.model, "hf")
-        ),
+        model_dir=lambda w, input: input.model[0] if input.model else LR["model"],
     script:
         "../workflow_scripts/learning_real_eval.py"
 
