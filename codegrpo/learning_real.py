@@ -25,7 +25,6 @@ A measurement, not a demonstration: the packaged SmolLM2-135M-Instruct (``packag
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -230,22 +229,13 @@ def verdict(before: Mapping[str, Any], after: Mapping[str, Any], noise: Mapping[
 # ---------------------------------------------------------------------------------------------------------
 def run_config(cfg: Mapping[str, Any], max_prompt_tokens: int) -> dict:
     """The pipeline config whose ``dhrcl`` section carries ``learning_real.training`` and its curriculum."""
-    t = dict(cfg["learning_real"]["training"])
-    out = copy.deepcopy(dict(cfg))
-    d = dict(out["dhrcl"])
-    steps = int(t["steps"])
-    d["training"] = {**dict(d["training"]), "import": None, "train_batch_size": t["train_batch_size"], "n": t["n"],
-                     "lr": t["lr"], "kl_coef": t["kl_coef"], "ppo_mini_batch_size": t["train_batch_size"],
-                     "ppo_micro_batch_size_per_gpu": t["micro_batch_size"],
-                     "ref_log_prob_micro_batch_size_per_gpu": t["micro_batch_size"],
-                     "rollout_log_prob_micro_batch_size_per_gpu": t["micro_batch_size"],
-                     "max_prompt_length": max_prompt_tokens, "max_response_length": t["max_response_length"],
-                     "temperature": t["temperature"], "gradient_checkpointing": False,
-                     "total_training_steps": steps, "total_epochs": steps, "save_freq": steps,
-                     "filter_overlong_prompts": False}
-    d["curriculum"] = {**dict(d.get("curriculum") or {}), **dict(cfg["learning_real"]["curriculum"])}
-    out["dhrcl"] = d
-    return out
+    from codegrpo.learning import dhrcl_run_config
+
+    t = cfg["learning_real"]["training"]
+    return dhrcl_run_config(cfg, batch=t["train_batch_size"], n=t["n"], lr=t["lr"], kl_coef=t["kl_coef"],
+                            micro=t["micro_batch_size"], max_prompt_tokens=max_prompt_tokens,
+                            max_response_length=t["max_response_length"], steps=int(t["steps"]),
+                            curriculum=cfg["learning_real"]["curriculum"], temperature=t["temperature"])
 
 
 def train_variant(cfg: Mapping[str, Any], variant: str, *, data_dir: str | os.PathLike, init_model: str,
