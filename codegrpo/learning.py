@@ -232,7 +232,7 @@ def write_curriculum_dataset(problems: Sequence[dict], out_dir: str | os.PathLik
     return paths
 
 
-def _prompt_tokens(model_dir: str | os.PathLike, prompts: Sequence[str]) -> int:
+def prompt_tokens(model_dir: str | os.PathLike, prompts: Sequence[str]) -> int:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
@@ -298,23 +298,32 @@ def fit_solutions(model_dir: str | os.PathLike, pairs: Sequence[Mapping[str, str
             "steps": int(steps), "lr": lr}
 
 
+def dhrcl_run_config(cfg: Mapping[str, Any], *, batch: int, n: int, lr: float, kl_coef: float, micro: int,
+                     max_prompt_tokens: int, max_response_length: int, steps: int, curriculum: Mapping[str, Any],
+                     **training: Any) -> dict:
+    """A copy of the pipeline config whose ``dhrcl.training`` is one short CPU run (one optimiser step per training
+    step, ``micro`` sequences per pass, a checkpoint at the end) and whose ``dhrcl.curriculum`` carries
+    ``curriculum``; ``training`` adds further ``dhrcl.training`` keys. The input is not mutated."""
+    out = copy.deepcopy(dict(cfg))
+    d = dict(out["dhrcl"])
+    d["training"] = {**dict(d["training"]), "import": None, "train_batch_size": batch, "n": n, "lr": lr,
+                     "kl_coef": kl_coef, "ppo_mini_batch_size": batch, "ppo_micro_batch_size_per_gpu": micro,
+                     "ref_log_prob_micro_batch_size_per_gpu": micro, "rollout_log_prob_micro_batch_size_per_gpu": micro,
+                     "max_prompt_length": max_prompt_tokens, "max_response_length": max_response_length,
+                     "gradient_checkpointing": False, "total_training_steps": steps, "total_epochs": steps,
+                     "save_freq": steps, "filter_overlong_prompts": False, **training}
+    d["curriculum"] = {**dict(d.get("curriculum") or {}), **dict(curriculum)}
+    out["dhrcl"] = d
+    return out
+
+
 def curriculum_config(cfg: Mapping[str, Any], max_prompt_tokens: int) -> dict:
     """The pipeline config whose ``dhrcl`` section carries the curriculum check's settings."""
     c = dict(cfg["learning_check"]["curriculum"])
-    out = copy.deepcopy(dict(cfg))
-    d = dict(out["dhrcl"])
-    total = int(c["steps"])
-    d["training"] = {**dict(d["training"]), "import": None, "train_batch_size": c["problems"], "n": c["n"],
-                     "lr": c["lr"], "kl_coef": 0.0, "ppo_mini_batch_size": c["problems"],
-                     "ppo_micro_batch_size_per_gpu": c["problems"],
-                     "ref_log_prob_micro_batch_size_per_gpu": c["problems"],
-                     "rollout_log_prob_micro_batch_size_per_gpu": c["problems"],
-                     "max_prompt_length": max_prompt_tokens, "max_response_length": c["max_response_length"],
-                     "gradient_checkpointing": False, "total_training_steps": total, "total_epochs": total,
-                     "save_freq": total, "filter_overlong_prompts": False}
-    d["curriculum"] = {**dict(d.get("curriculum") or {}), **dict(c["trend"])}
-    d["runs"] = ["full"]
-    out["dhrcl"] = d
+    out = dhrcl_run_config(cfg, batch=c["problems"], n=c["n"], lr=c["lr"], kl_coef=0.0, micro=c["problems"],
+                           max_prompt_tokens=max_prompt_tokens, max_response_length=c["max_response_length"],
+                           steps=int(c["steps"]), curriculum=c["trend"])
+    out["dhrcl"]["runs"] = ["full"]
     return out
 
 
@@ -334,7 +343,7 @@ def run_curriculum_check(cfg: Mapping[str, Any], *, out_dir: str | os.PathLike) 
     if not (tiny / "config.json").is_file():
         build_tiny_model(tiny, corpus_from_parquet([data["sft"], data["rl_train"]]), vocab_size=int(c["vocab_size"]),
                          seed=int(cfg.get("seed", 0)))
-    max_prompt = _prompt_tokens(tiny, [p["prompt"] for p in problems]) + 8
+    max_prompt = prompt_tokens(tiny, [p["prompt"] for p in problems]) + 8
     ccfg = curriculum_config(cfg, max_prompt)
     fit = fit_solutions(tiny, pd.read_parquet(data["sft"]).to_dict("records"), out / "sft",
                         steps=int(c["sft_steps"]), lr=float(c["sft_lr"]), seed=int(cfg.get("seed", 0)))

@@ -101,3 +101,128 @@ rule learning_report:
 rule learning_check:
     input:
         res("learning", "report.md"),
+
+
+# Target learning_real (not part of `all`): does the packaged SmolLM2-135M-Instruct learn through the DHRCL path?
+# (docs/learning.md, codegrpo/learning_real.py). Outputs: results/learning/real/.
+LR = config["learning_real"]
+LR_EVALS = ["base"] + list(LR["variants"])
+
+
+rule learning_real_data:
+    input:
+        kodcode=config["data"]["kodcode"]["paths"],
+    output:
+        **{
+            s: res("learning", "real", "data", f"{s}.parquet")
+            for s in ("train", "val", "heldout")
+        },
+        slice=res("learning", "real", "data", "slice.json"),
+    log:
+        logpath("learning", "real_data.log"),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        **stage_resources("learning_check"),
+    params:
+        cfg=training_cfg("data", "sandbox", "learning_real"),
+        out_dir=lambda w, output: os.path.dirname(output.slice),
+    script:
+        "../workflow_scripts/learning_real_data.py"
+
+
+rule learning_real_train:
+    input:
+        train=res("learning", "real", "data", "train.parquet"),
+        val=res("learning", "real", "data", "val.parquet"),
+        init=model_ref_input(LR["model"]),
+    output:
+        done=res("learning", "real", "runs", "{variant}", "done.json"),
+        hf=directory(res("learning", "real", "runs", "{variant}", "hf")),
+    log:
+        logpath("learning", "real_train_{variant}.log"),
+    wildcard_constraints:
+        variant="|".join(LR["variants"]),
+    conda:
+        "../envs/train.yaml"
+    threads: training_threads()
+    resources:
+        **stage_resources("learning_check"),
+    params:
+        cfg=training_cfg("dhrcl", "sandbox", "learning_real"),
+        init_model=lambda w, input: input.init[0] if input.init else LR["model"],
+        data_dir=lambda w, input: os.path.dirname(input.train),
+        run_dir=lambda w, output: os.path.dirname(output.done),
+    script:
+        "../workflow_scripts/learning_real_train.py"
+
+
+rule learning_real_eval:
+    input:
+        heldout=res("learning", "real", "data", "heldout.parquet"),
+        model=lambda w: (
+            model_ref_input(LR["model"])
+            if w.model == "base"
+            else [res("learning", "real", "runs", w.model, "hf")]
+        ),
+    output:
+        res("learning", "real", "eval", "{model}.seed{seed}.json"),
+    log:
+        logpath("learning", "real_eval_{model}.seed{seed}.log"),
+    wildcard_constraints:
+        model="|".join(LR_EVALS),
+        seed=r"\d+",
+    conda:
+        "../envs/train.yaml"
+    threads: training_threads()
+    resources:
+        **stage_resources("learning_check"),
+    params:
+        cfg=training_cfg("sandbox", "learning_real"),
+        model_dir=lambda w, input: input.model[0] if input.model else LR["model"],
+    script:
+        "../workflow_scripts/learning_real_eval.py"
+
+
+rule learning_real_report:
+    input:
+        base=expand(
+            res("learning", "real", "eval", "base.seed{seed}.json"),
+            seed=[LR["eval"]["seed"]] + list(LR["eval"]["noise_seeds"]),
+        ),
+        after=expand(
+            res("learning", "real", "eval", "{model}.seed{seed}.json"),
+            model=LR["variants"],
+            seed=LR["eval"]["seed"],
+        ),
+        done=expand(
+            res("learning", "real", "runs", "{variant}", "done.json"),
+            variant=LR["variants"],
+        ),
+        slice=res("learning", "real", "data", "slice.json"),
+    output:
+        md=res("learning", "real", "report.md"),
+        summary=res("learning", "real", "summary.json"),
+        curves=report(
+            res("learning", "real", "curves.png"),
+            caption="../report/learning_real.rst",
+            category="Learning: a real model (SmolLM2-135M-Instruct)",
+        ),
+    log:
+        logpath("learning", "real_report.log"),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        **stage_resources("tables"),
+    params:
+        variants=LR["variants"],
+        settings=LR,
+    script:
+        "../workflow_scripts/learning_real_report.py"
+
+
+rule learning_real:
+    input:
+        res("learning", "real", "report.md"),

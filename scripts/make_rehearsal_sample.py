@@ -26,7 +26,7 @@ def main(n: int = 8) -> int:
             rec = json.loads(line)
             src, pseudo = rec["source"]["content"], rec["pseudo"]["content"]
         except (ValueError, KeyError, TypeError) as exc:
-            raise SystemExit(f"{SRC}:{lineno}: field source.content / pseudo.content: {exc}")
+            raise SystemExit(f"{SRC}:{lineno}: field source.content / pseudo.content: {exc}") from exc
         key = body_key(src)
         if len(src) < 600 and key not in seen and "#" not in src:
             seen.add(key)

@@ -23,6 +23,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def copy_workflow(dest: Path, symlinks: bool = True) -> Path:
+    """Copy the workflow (git-tracked and new, not ignored files; no tests) to ``dest``; links stay links, or are
+    left out with ``symlinks=False``."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO_ROOT,
+                           capture_output=True, text=True, check=True).stdout.split("\n")
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in files:
+        if not rel or rel.startswith("tests/"):
+            continue
+        src = REPO_ROOT / rel
+        if not (src.exists() or src.is_symlink()) or (src.is_symlink() and not symlinks):
+            continue  # deleted in the working tree, or a link left out
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), target)
+        elif src.is_file():
+            shutil.copy2(src, target)
+    return dest
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

@@ -85,7 +85,7 @@ def test_extract_code(completion, program):
 
 def test_extracted_solutions_parse():
     """Every case whose answer is the full solution yields a program Python accepts (no fence residue)."""
-    for name, completion, program in CASES:
+    for _name, completion, program in CASES:
         if program == SOLUTION:
             ast.parse(extract_code(completion))
 
@@ -172,8 +172,9 @@ def test_one_gcc_version_in_the_library():
 
 
 # Files that run on their own inside the sandbox (standard library only, one thread): they parse for themselves.
-SANDBOX_SIDE = {"codegrpo/eval/suite_driver.py", "codegrpo/sandbox/supervisor.py", "codegrpo/sandbox/pytest_driver.py",
-                "codegrpo/sandbox/rpc.py"}
+SANDBOX_SIDE = {"codegrpo/eval/suite_driver.py", "codegrpo/eval/suite_checks.py", "codegrpo/sandbox/supervisor.py",
+                "codegrpo/sandbox/processes.py", "codegrpo/sandbox/pytest_driver.py", "codegrpo/sandbox/rpc.py",
+                "codegrpo/sandbox/rpc_rules.py", "codegrpo/sandbox/rpc_proxy.py", "codegrpo/sandbox/rpc_endpoint.py"}
 
 
 def test_host_side_parses_go_through_the_one_lock(repo_root):

@@ -268,7 +268,7 @@ def verpo_run(curriculum_run, shared_ray):
     cfg = load_config(REPO / "config.yaml")
     c = cfg["learning_check"]["curriculum"]
     problems = learning.curriculum_problems(cfg["data"]["kodcode"]["paths"], int(c["problems"]))
-    ccfg = learning.curriculum_config(cfg, learning._prompt_tokens(out / "tiny", [p["prompt"] for p in problems]) + 8)
+    ccfg = learning.curriculum_config(cfg, learning.prompt_tokens(out / "tiny", [p["prompt"] for p in problems]) + 8)
     ccfg["dhrcl"]["training"].update(total_training_steps=2, total_epochs=2, save_freq=2)
     ccfg["dhrcl"]["runs"] = ["baseline_verpo"]
     run_dir = out / "dhrcl-baseline_verpo-seed0"

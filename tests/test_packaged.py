@@ -103,7 +103,7 @@ def test_dhrcl_trains_one_step_on_the_real_model(model_dir, tmp_path, shared_ray
     cfg = load_config(REPO_ROOT / "config.yaml")
     problems = learning.curriculum_problems(cfg["data"]["kodcode"]["paths"], 2)
     data = learning.write_curriculum_dataset(problems, tmp_path / "data")
-    max_prompt = learning._prompt_tokens(model_dir, [p["prompt"] for p in problems]) + 16
+    max_prompt = learning.prompt_tokens(model_dir, [p["prompt"] for p in problems]) + 16
     run_cfg = learning.curriculum_config(cfg, max_prompt)
     run_cfg["dhrcl"]["training"].update(
         total_training_steps=1, total_epochs=1, save_freq=1, n=2, max_response_length=64,

@@ -17,22 +17,13 @@ A test mode (``tasks_as_nodes=True``) treats every SLURM *task* as a Ray node, s
 ``--ntasks=2`` on a single host exercises the whole bootstrap: the Ray nodes then get distinct ports and
 temporary directories, and only CPU resources.
 
-Modules: :mod:`.slurm` (the allocation, job-step flags), :mod:`.ray` (the Ray cluster and its probes),
+Modules: :mod:`.slurm` (the allocation, job-step flags), :mod:`.ray` (the Ray cluster), :mod:`.probes` (its probes),
 :mod:`.resources` (a stage's SLURM resources from the config), :mod:`.shape` (requests against the nodes),
 ``__main__`` (``python -m codegrpo.cluster`` and ``... check``).
 """
 
-from codegrpo.cluster.ray import (
-    RayCluster,
-    head_address,
-    leftover_pids,
-    multinode_ray,
-    port_base_free,
-    private_paths,
-    probe,
-    random_port_base,
-    run_probe_tasks,
-)
+from codegrpo.cluster.probes import leftover_pids, private_paths, probe, run_probe_tasks
+from codegrpo.cluster.ray import RayCluster, head_address, multinode_ray, port_base_free, random_port_base
 from codegrpo.cluster.slurm import (
     Allocation,
     ClusterError,

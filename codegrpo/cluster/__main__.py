@@ -9,13 +9,8 @@ import logging
 import sys
 from pathlib import Path
 
-from codegrpo.cluster.ray import (
-    RayCluster,
-    leftover_pids,
-    private_paths,
-    probe,
-    run_probe_tasks,
-)
+from codegrpo.cluster.probes import leftover_pids, private_paths, probe, run_probe_tasks
+from codegrpo.cluster.ray import RayCluster
 from codegrpo.cluster.slurm import current_allocation
 
 

@@ -110,7 +110,7 @@ def _ensure_both_sides(kept: list[dict], seed: int, val_fraction: float) -> None
     split, and training needs both): the record whose hash is nearest the threshold changes side."""
     if len(kept) < 2 or val_fraction <= 0:
         return
-    for empty, other in (("val", "train"), ("train", "val")):
+    for empty, _other in (("val", "train"), ("train", "val")):
         if not any(r["split"] == empty for r in kept):
             pick = (min if empty == "val" else max)(kept, key=lambda r: _unit(r["_split_key"], seed))
             pick["split"] = empty

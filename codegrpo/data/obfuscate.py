@@ -24,7 +24,7 @@ import functools
 import re
 from pathlib import Path
 
-from codegrpo.rewards.compile import c_parser
+from codegrpo.rewards.c_syntax import c_parser
 from codegrpo.rewards.sk2d import identifier_kind
 
 PLACEHOLDER = re.compile(r"^(func|type|var|field)\d+$")

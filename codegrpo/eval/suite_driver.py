@@ -27,10 +27,16 @@ The checks follow each benchmark's own evaluation (docs/evaluation.md names the 
 * ``bcb``: BigCodeBench. The program and the test file run as one module ``__test__`` (``sys``, ``os`` and
   ``environ`` predefined, TZ=UTC); the ``TestCases`` class runs under unittest with one time limit; the task
   passes when no test fails or errors. The benchmark's tests need the solution's own objects (mocks patch its
-  imports, DataFrames and plots are inspected), so they run in the candidate's process (:data:`BCB_CANDIDATE`);
-  the runner judges the plain-data account it gets back against the test names of the file as written (the
-  candidate runs them under random names, :mod:`codegrpo.eval.bcb_tests`), hidden canary tests that must fail,
-  and a run-time probe for always-equal classes (docs/sandbox.md names what this does not guarantee).
+  imports, DataFrames and plots are inspected), so they run in the candidate's process
+  (:data:`codegrpo.eval.suite_candidates.BCB_CANDIDATE`); the runner judges the plain-data account it gets back
+  against the test names of the file as written (the candidate runs them under random names,
+  :mod:`codegrpo.eval.bcb_tests`), hidden canary tests that must fail, and a run-time probe for always-equal
+  classes (docs/sandbox.md names what this does not guarantee).
+
+The sandbox runs the driver as one source text (:func:`codegrpo.eval.suites.common.driver_source`, sent as
+``Sandbox.run_suite``'s driver and ``run_python``'s ``main.py``): the comparisons of :mod:`codegrpo.eval.suite_checks`
+followed by this file without its import of them. Both files are standard library only. The candidate-side
+sources, which never run in the runner, are :mod:`codegrpo.eval.suite_candidates`.
 """
 
 from __future__ import annotations
@@ -38,12 +44,15 @@ from __future__ import annotations
 import copy
 import io
 import json
-import math
 import os
 import pickle
 import signal
 import sys
 import time
+
+# On the host an import; in the sandbox this statement is replaced by suite_checks.py's text (its source comes
+# first in codegrpo.eval.suites.common.driver_source): the sandbox runs one self-contained source.
+from codegrpo.eval.suite_checks import always_equal_classes, evalplus_match, lcb_stdio_match
 
 RESULT = "result.json"
 
@@ -111,77 +120,6 @@ def _exec_program(path: str, module_name: str = "solution") -> dict:
 
 # --------------------------------------------------------------------------------------------------------
 # EvalPlus
-
-
-def _is_floats(x) -> bool:
-    if isinstance(x, float):
-        return True
-    if isinstance(x, (list, tuple)) and x:
-        return all(isinstance(i, float) for i in x)
-    return False
-
-
-def _close(out, exp, atol: float, rtol: float = 1e-7) -> bool:
-    """Element-wise |out - exp| <= atol + rtol * |exp| over (nested) sequences of numbers (NaN never close)."""
-    if isinstance(exp, (list, tuple)):
-        if not isinstance(out, (list, tuple)) or len(out) != len(exp):
-            return False
-        return all(_close(o, e, atol, rtol) for o, e in zip(out, exp))
-    if isinstance(out, (list, tuple)):
-        return False
-    try:
-        o, e = complex(out), complex(exp)
-    except (TypeError, ValueError):
-        return False
-    if any(math.isnan(v) for v in (o.real, o.imag, e.real, e.imag)):
-        return False
-    if math.isinf(abs(e)) or math.isinf(abs(o)):
-        return o == e
-    return abs(o - e) <= atol + rtol * abs(e)
-
-
-def _poly(xs, x):
-    return sum(c * math.pow(x, i) for i, c in enumerate(xs))
-
-
-def _surface_area(base_edge, height):  # MBPP+ task 581's oracle (a pyramid's surface, rounded)
-    slant = math.sqrt((base_edge / 2) ** 2 + height ** 2)
-    return round(base_edge ** 2 + 2 * base_edge * slant)
-
-
-def _digit_distance(a, b):  # MBPP+ task 558's oracle (digits aligned by zero padding)
-    sa, sb = str(a), str(b)
-    n = max(len(sa), len(sb))
-    return sum(abs(int(x) - int(y)) for x, y in zip(sa.zfill(n), sb.zfill(n)))
-
-
-def _evalplus_match(task: dict, inp, out, exp) -> bool:
-    ep, atol = task["entry_point"], float(task["atol"] or 0)
-    exact = out == exp
-    if task["dataset"] == "humaneval" and ep == "find_zero":
-        return abs(_poly(*inp, out)) <= atol
-    if task["dataset"] == "mbpp":
-        if ep == "are_equivalent":
-            exact = True
-        elif ep == "sum_div":
-            exact = exact or out == 0
-        elif ep == "surface_Area":
-            exact = exact or abs(out - _surface_area(*inp)) <= atol
-        elif ep == "digit_distance_nums":
-            exact = exact or out == _digit_distance(*inp)
-        elif ep in task.get("set_eq_tasks", ()):
-            exact = set(out) == set(exp)
-        elif ep in task.get("not_none_tasks", ()):
-            exact = (out == exp) if isinstance(out, bool) else (exp == (out is not None))
-    if atol == 0 and _is_floats(exp):
-        atol = 1e-6
-    if exact:
-        return True
-    if atol == 0:
-        return False
-    if type(out) is not type(exp):
-        return False
-    return _close(out, exp, atol)
 
 
 def evalplus_gt() -> None:
@@ -269,7 +207,7 @@ def _r_evalplus(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
                 _limit(min(limits[i], left))
                 out = fn(*inp)
                 _clear()
-                ok = _evalplus_match(task, inp, out, expected[part][i])
+                ok = evalplus_match(task, inp, out, expected[part][i])
             except _Timeout:
                 status, err = "timeout", (f"input {i}: the part's time limit {task['part_timeout'][part]:.2f} s"
                                           if part_bound else f"input {i}: time limit {limits[i]:.2f} s")
@@ -293,50 +231,14 @@ def _r_evalplus(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
 # LiveCodeBench
 
 
-def _lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.strip().split("\n")]
-
-
-def _decimals(line: str):
-    from decimal import Decimal, InvalidOperation
-
-    try:
-        return [Decimal(x) for x in line.split()]
-    except (InvalidOperation, ValueError):
-        return None
-
-
-def lcb_stdio_match(got: str, want: str) -> bool:
-    a, b = _lines(got), _lines(want)
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if x == y:
-            continue
-        dx, dy = _decimals(x), _decimals(y)
-        if dx is None or dy is None or dx != dy:
-            return False
-    return True
-
-
-# The candidate side of a stdin / stdout job: this module is the job's ``solution.py``; the program is
-# ``program.py`` beside it and runs as a process per test (what it prints is its answer, compared by the runner).
-LCB_STDIO_CANDIDATE = """
-import os as _os
-import subprocess as _sp
-import sys as _sys
-
-_PROG = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "program.py")
-
-
-def run(inp, timeout):
-    try:
-        p = _sp.run([_sys.executable, _PROG], input=inp.encode(), capture_output=True, timeout=timeout)
-    except _sp.TimeoutExpired:
-        return {"timeout": True}
-    return {"rc": p.returncode, "out": p.stdout.decode("utf-8", "replace"),
-            "err": p.stderr.decode("utf-8", "replace")[-300:]}
-"""
+def _test_failed(res: dict, i: int, per_test: float, exc: BaseException) -> None:
+    """LiveCodeBench test ``i`` timed out (``_Timeout``) or raised ``exc``: its verdict goes into ``res`` (the first
+    failing test ends the check)."""
+    if isinstance(exc, _Timeout):
+        res.update(status="timeout", error=f"test {i}: time limit {per_test:g} s")
+        return
+    _clear()
+    res.update(error=f"test {i}: {_short(exc)}")
 
 
 def _r_lcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
@@ -358,18 +260,14 @@ def _r_lcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
                 _limit(per_test + 5)
                 r = sol.run(t["input"], per_test)
                 _clear()
-            except _Timeout:
-                res.update(status="timeout", error=f"test {i}: time limit {per_test:g} s")
-                break
             except BaseException as exc:  # noqa: BLE001
-                _clear()
-                res.update(error=f"test {i}: {_short(exc)}")
+                _test_failed(res, i, per_test, exc)
                 break
             if type(r) is not dict:
                 res.update(error=f"test {i}: no answer")
                 break
             if r.get("timeout") is True:
-                res.update(status="timeout", error=f"test {i}: time limit {per_test:g} s")
+                _test_failed(res, i, per_test, _Timeout())
                 break
             rc, out, stderr = r.get("rc"), r.get("out"), r.get("err")
             if type(rc) is not int or type(out) is not str:
@@ -406,12 +304,8 @@ def _r_lcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
                 _limit(per_test)
                 got = method(*args)
                 _clear()
-            except _Timeout:
-                res.update(status="timeout", error=f"test {i}: time limit {per_test:g} s")
-                break
             except BaseException as exc:  # noqa: BLE001
-                _clear()
-                res.update(error=f"test {i}: {_short(exc)}")
+                _test_failed(res, i, per_test, exc)
                 break
             if isinstance(got, tuple):
                 got = list(got)
@@ -427,190 +321,6 @@ def _r_lcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
 
 # --------------------------------------------------------------------------------------------------------
 # BigCodeBench
-
-
-# The candidate side of a BigCodeBench job (its ``solution.py``; the program is ``program.py`` beside it). The
-# benchmark runs the program and the test file as one module, so the tests run here, in the solution's process;
-# what comes back is plain data (the tests that ran, those that failed), judged by the runner (:func:`_r_bcb`).
-BCB_CANDIDATE = """
-import io as _io
-import os as _os
-import signal as _signal
-import sys as _sys
-import time as _time
-import traceback as _tb
-import types as _types
-
-_PROG = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "program.py")
-
-
-class _Timeout(BaseException):
-    pass
-
-
-_FIRED, _STOP = [], []
-
-
-def _alarm(signum, frame):
-    _FIRED.append(True)
-    for obj in _STOP:
-        obj.stop()
-    raise _Timeout()
-
-
-class _Quiet:
-    def __enter__(self):
-        self.saved = _sys.stdout, _sys.stderr, _sys.stdin
-        _sys.stdout = _sys.stderr = _io.StringIO()
-        _sys.stdin = _io.StringIO("")
-
-    def __exit__(self, *exc):
-        _sys.stdout, _sys.stderr, _sys.stdin = self.saved
-        return False
-
-
-def _lib_dirs():
-    import sysconfig
-    dirs = {_sys.prefix, _sys.base_prefix, _sys.exec_prefix, _sys.base_exec_prefix}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            dirs.add(sysconfig.get_path(key))
-        except Exception:
-            pass
-    return tuple(_os.path.join(_os.path.realpath(d), "") for d in dirs if d)
-
-
-_LIBS = _lib_dirs()
-_FN = _types.FunctionType
-
-
-def _codes(code, out):
-    out.add(code)
-    for c in code.co_consts:
-        if isinstance(c, _types.CodeType):
-            _codes(c, out)
-    return out
-
-
-def _always_equal(skip=frozenset()):
-    # Classes alive now whose own __eq__ (__ne__) is a Python function, neither from the installed libraries nor
-    # the test file's own code (``skip``), that answers True (False) for two unrelated fresh objects: the
-    # always-equal trick, also when the class is built at run time.
-    found, seen, todo = [], set(), [object]
-    while todo:
-        cls = todo.pop()
-        try:
-            subs = type.__subclasses__(cls)
-        except Exception:
-            subs = []
-        for sub in subs:
-            if id(sub) not in seen:
-                seen.add(id(sub))
-                todo.append(sub)
-        try:
-            own = type.__getattribute__(cls, "__dict__")
-        except Exception:
-            continue
-        for name, want in (("__eq__", True), ("__ne__", False)):
-            fn = own.get(name)
-            if type(fn) is not _FN:
-                continue
-            where = fn.__code__.co_filename
-            if fn.__code__ in skip or where.startswith("<frozen") or _os.path.realpath(where).startswith(_LIBS):
-                continue
-            try:
-                got = fn(object(), object())
-            except Exception:
-                continue
-            if got is want:
-                found.append(str(getattr(cls, "__qualname__", "?")))
-    return sorted(set(found))
-
-
-def run_tests(test, timeout):
-    import unittest
-
-    _os.environ["TZ"] = "UTC"
-    if hasattr(_time, "tzset"):
-        _time.tzset()
-    res = {"executed": False, "error": None, "timeout": False, "ran": [], "failed": {}, "always_equal": []}
-    _signal.signal(_signal.SIGALRM, _alarm)
-    mod = _types.ModuleType("__test__")
-    mod.__dict__.update({"__builtins__": __builtins__, "__file__": "__test__.py", "__package__": None,
-                         "__doc__": None, "sys": _sys, "os": _os, "environ": _os.environ})
-    with open(_PROG, encoding="utf-8") as fh:
-        code = fh.read()
-    ran = []
-
-    class _Result(unittest.TestResult):
-        def startTest(self, t):
-            ran.append(t.id().split(".")[-1])
-            super().startTest(t)
-
-    _signal.setitimer(_signal.ITIMER_REAL, max(float(timeout), 0.001))
-    try:
-        with _Quiet():
-            exec(compile(code, "__test__.py", "exec"), mod.__dict__)
-            eq = _always_equal()
-        res["executed"] = True
-        tcode = compile(test, "__test__.py", "exec")
-        with _Quiet():
-            exec(tcode, mod.__dict__)
-            _sys.modules["__test__"] = mod
-            suite = unittest.TestLoader().loadTestsFromTestCase(mod.__dict__["TestCases"])
-            result = _Result()
-            _STOP.append(result)
-            suite.run(result)
-            eq += _always_equal(_codes(tcode, set()))
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        if _FIRED:
-            raise _Timeout()
-    except _Timeout:
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        res["timeout"] = True
-        return res
-    except BaseException as exc:
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        res["error"] = (type(exc).__name__ + ": " + str(exc))[:500]
-        res["trace"] = _tb.format_exc()[-1000:]
-        return res
-    res["ran"] = [str(n) for n in ran]
-    res["always_equal"] = sorted(set(eq))
-    for t, trace in result.failures + result.errors:
-        res["failed"][str(t.id().split(".")[-1])] = str(trace)[-600:]
-    return res
-"""
-
-
-def always_equal_classes(src: str) -> list[str]:
-    """Classes of a program whose ``__eq__`` only ever returns the constant ``True`` (or ``__ne__`` the constant
-    ``False``): the always-equal trick, which the BigCodeBench tests (run in the solution's process) cannot see.
-    A static check of the program as written (docs/sandbox.md: a program that builds such a class at run time
-    is not caught)."""
-    import ast
-
-    try:
-        tree = ast.parse(src)
-    except (SyntaxError, ValueError):
-        return []
-    found = []
-    for cls in ast.walk(tree):
-        if not isinstance(cls, ast.ClassDef):
-            continue
-        for fn in cls.body:
-            if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("__eq__", "__ne__")):
-                continue
-            want = fn.name == "__eq__"
-            returns = [node for node in ast.walk(fn) if isinstance(node, ast.Return)]
-            if returns and all(isinstance(r.value, ast.Constant) and r.value.value is want for r in returns):
-                found.append(cls.name)  # every return is the constant (an early ``if self is other`` is fine)
-        for st in cls.body:  # __eq__ = lambda *a: True
-            if (isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__")
-                                                   for t in st.targets)
-                    and isinstance(st.value, ast.Lambda) and isinstance(st.value.body, ast.Constant)
-                    and isinstance(st.value.body.value, bool)):
-                found.append(cls.name)
-    return sorted(set(found))
 
 
 def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:

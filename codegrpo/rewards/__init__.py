@@ -40,6 +40,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from codegrpo.contracts import (
+    DHRCL_RESULT_KEYS,
     KODCODE,
     LLM4DECOMPILE_EXE,
     SK2D_IDENTIFIER,
@@ -113,9 +114,7 @@ REWARD_TABLE: Mapping[str, RewardSpec] = MappingProxyType({
                                    ("compile", "token_jaccard")),
     SK2D_IDENTIFIER: RewardSpec("codegrpo.rewards.sk2d", "identifier_score", "identifier_batch",
                                 ("cosine", "embedded")),
-    KODCODE: RewardSpec("codegrpo.rewards.dhrcl", batch="score_batch",
-                        keys=("r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-                              "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score", "r_dense")),
+    KODCODE: RewardSpec("codegrpo.rewards.dhrcl", batch="score_batch", keys=DHRCL_RESULT_KEYS),
     TOY_TARGET_CHARS: RewardSpec("codegrpo.rewards.toy", score="score", keys=("target_share", "length")),
 })
 

@@ -10,7 +10,8 @@ Components of one completion ``y`` (its program is :func:`codegrpo.contracts.ext
   comment-only completion is not a program and scores 0.
 * ``r_pass``: passed / collected tests (KodCode's pytest harness in :mod:`codegrpo.sandbox`).
 * ``r_ast``: similarity of normalised ASTs against the reference solution (``1 - TED / max size`` with apted,
-  node-capped; or Jaccard over parent->child node-type pairs); 0 if ``y`` does not parse strictly.
+  node-capped; or Jaccard over parent->child node-type pairs); 0 if ``y`` does not parse strictly
+  (:mod:`codegrpo.rewards.ast_similarity`).
 
 Stage combinations (``a_*`` are means over the **whole rollout batch**, which is why this is a batch scorer):
 
@@ -41,23 +42,20 @@ metrics.jsonl, and the run figure plots it.
 
 from __future__ import annotations
 
-from codegrpo.contracts import parse_python
-import ast
-import builtins
 import logging
 import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from codegrpo.contracts import extract_code
+from codegrpo.contracts import DHRCL_RESULT_KEYS, extract_code
+from codegrpo.rewards.ast_similarity import r_ast
 
 log = logging.getLogger(__name__)
 
 VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
             "static_dense", "reward_model", "verpo")
-RESULT_KEYS = ("score", "r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage",
-               "all_passed", "timed_out", "hack_detected", "hack_guard", "rm_score", "r_dense")
+RESULT_KEYS = ("score", *DHRCL_RESULT_KEYS)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -222,148 +220,6 @@ def load_tokenizer(path: str | None):
         tok = AutoTokenizer.from_pretrained(path)
         _TOKENIZERS[path] = tok
     return tok
-
-
-# ---------------------------------------------------------------------------------------------------------
-# r_ast
-# ---------------------------------------------------------------------------------------------------------
-_BUILTIN_NAMES = frozenset(dir(builtins))
-
-
-class _Normaliser(ast.NodeTransformer):
-    """Drop docstrings, rename identifiers canonically (order of first appearance), constants -> their type."""
-
-    def __init__(self):
-        self.names: dict[str, str] = {}
-
-    def _canon(self, name: str) -> str:
-        if name in _BUILTIN_NAMES:
-            return name
-        if name not in self.names:
-            self.names[name] = f"v{len(self.names)}"
-        return self.names[name]
-
-    @staticmethod
-    def _drop_docstring(body: list) -> list:
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            return body[1:] or [ast.Pass()]
-        return body
-
-    def _named(self, node):
-        node.name = self._canon(node.name)
-        if hasattr(node, "body") and isinstance(node.body, list):
-            node.body = self._drop_docstring(node.body)
-        return self.generic_visit(node)
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _named
-
-    def visit_Module(self, node):
-        node.body = self._drop_docstring(node.body)
-        return self.generic_visit(node)
-
-    def visit_Name(self, node):
-        node.id = self._canon(node.id)
-        return node
-
-    def visit_arg(self, node):
-        node.arg = self._canon(node.arg)
-        node.annotation = self.visit(node.annotation) if node.annotation is not None else None
-        return node
-
-    def visit_alias(self, node):
-        if node.asname:
-            node.asname = self._canon(node.asname)
-        return node
-
-    def visit_Constant(self, node):
-        node.value = type(node.value).__name__
-        return node
-
-
-def normalized_ast(code: str) -> ast.AST | None:
-    """Strictly parsed and normalised AST, or None when the code does not parse."""
-    try:
-        tree = parse_python(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    return _Normaliser().visit(tree)
-
-
-def _label(node: ast.AST) -> str:
-    name = type(node).__name__
-    for attr in ("id", "arg", "name", "attr", "asname"):
-        val = getattr(node, attr, None)
-        if isinstance(val, str):
-            return f"{name}:{val}"
-    if isinstance(node, ast.Constant):
-        return f"Constant:{node.value}"
-    if isinstance(node, (ast.operator, ast.boolop, ast.cmpop, ast.unaryop, ast.expr_context)):
-        return name
-    return name
-
-
-def _children(node: ast.AST) -> list[ast.AST]:
-    return [c for c in ast.iter_child_nodes(node) if not isinstance(c, ast.expr_context)]
-
-
-def _apted_tree(root: ast.AST, cap: int):
-    """apted Tree of the AST, cut to the first ``cap`` nodes in preorder; returns (tree, size)."""
-    from apted.helpers import Tree
-
-    count = 0
-
-    def build(node):
-        nonlocal count
-        count += 1
-        kids = []
-        for child in _children(node):
-            if count >= cap:
-                break
-            kids.append(build(child))
-        return Tree(_label(node), *kids)
-
-    tree = build(root)
-    return tree, count
-
-
-def ast_similarity_ted(a: ast.AST, b: ast.AST, node_cap: int = 400) -> float:
-    from apted import APTED
-
-    ta, na = _apted_tree(a, node_cap)
-    tb, nb = _apted_tree(b, node_cap)
-    dist = APTED(ta, tb).compute_edit_distance()
-    return max(0.0, 1.0 - dist / max(na, nb, 1))
-
-
-def _edge_set(root: ast.AST) -> set[tuple[str, str]]:
-    out = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in _children(node):
-            out.add((type(node).__name__, type(child).__name__))
-            stack.append(child)
-    return out
-
-
-def ast_similarity_jaccard(a: ast.AST, b: ast.AST) -> float:
-    ea, eb = _edge_set(a), _edge_set(b)
-    if not ea and not eb:
-        return 1.0
-    return len(ea & eb) / len(ea | eb)
-
-
-def r_ast(code: str, reference: str, method: str = "ted", node_cap: int = 400) -> float:
-    cand = normalized_ast(code)
-    if cand is None:
-        return 0.0
-    ref = normalized_ast(reference or "")
-    if ref is None:
-        return 0.0
-    if method == "jaccard":
-        return ast_similarity_jaccard(cand, ref)
-    return ast_similarity_ted(cand, ref, node_cap)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ import math
 import re
 from typing import Any, Sequence
 
-from codegrpo.rewards.compile import c_parser, compile_reference, default_engine
+from codegrpo.rewards.c_syntax import c_parser
+from codegrpo.rewards.compile import compile_reference, default_engine
 
 # --------------------------------------------------------------------------------------------------------------
 # Structure recovery: placeholder Jaccard + compile (exe_type), token Jaccard + compile (sim_exe)
@@ -122,24 +123,21 @@ def _compile_batch(solutions: Sequence, extra_infos: Sequence, valid: Sequence[b
     return out
 
 
-def exe_type_batch(solution_strs, ground_truths, extra_infos, engine=None, **_: Any) -> list[dict[str, float]]:
-    """Batch version; compiles through ``engine`` (default: the per-process :func:`default_engine`)."""
+def _structure_batch(similarity, result, solution_strs, ground_truths, extra_infos, engine) -> list[dict[str, float]]:
+    """``result(similarity, compiled)`` per sample (0.0 similarity for an invalid one), compiled in one batch."""
     valid = [_valid(s, g) for s, g in zip(solution_strs, ground_truths)]
     comps = _compile_batch(solution_strs, extra_infos, valid, engine)
-    return [
-        _exe_type_result(type_jaccard(s, g) if ok else 0.0, c)
-        for s, g, ok, c in zip(solution_strs, ground_truths, valid, comps)
-    ]
+    return [result(similarity(s, g) if ok else 0.0, c) for s, g, ok, c in zip(solution_strs, ground_truths, valid, comps)]
+
+
+def exe_type_batch(solution_strs, ground_truths, extra_infos, engine=None, **_: Any) -> list[dict[str, float]]:
+    """Batch version; compiles through ``engine`` (default: the per-process :func:`default_engine`)."""
+    return _structure_batch(type_jaccard, _exe_type_result, solution_strs, ground_truths, extra_infos, engine)
 
 
 def sim_exe_batch(solution_strs, ground_truths, extra_infos, engine=None, **_: Any) -> list[dict[str, float]]:
     """Batch version; compiles through ``engine`` (default: the per-process :func:`default_engine`)."""
-    valid = [_valid(s, g) for s, g in zip(solution_strs, ground_truths)]
-    comps = _compile_batch(solution_strs, extra_infos, valid, engine)
-    return [
-        _sim_exe_result(token_jaccard(s, g) if ok else 0.0, c)
-        for s, g, ok, c in zip(solution_strs, ground_truths, valid, comps)
-    ]
+    return _structure_batch(token_jaccard, _sim_exe_result, solution_strs, ground_truths, extra_infos, engine)
 
 
 # --------------------------------------------------------------------------------------------------------------

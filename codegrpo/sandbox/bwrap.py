@@ -44,12 +44,17 @@ log = logging.getLogger(__name__)
 # Replaced by an empty tmpfs in every sandbox (the job's private /tmp, /dev/shm, /run).
 MASKED_DIRS = ("/tmp", "/dev/shm", "/run")
 
-# codegrpo/: the supervisor runs sandbox/supervisor.py and loads sandbox/pytest_driver.py and procgroup.py by path.
+# codegrpo/: the supervisor runs sandbox/supervisor.py and loads sandbox/processes.py, sandbox/pytest_driver.py and
+# procgroup.py by path; pytest_driver.py loads sandbox/rpc.py, which loads its parts (rpc.PARTS), by path.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 SUPERVISOR_FILES = {
     "sandbox supervisor": os.path.join(PACKAGE_DIR, "sandbox", "supervisor.py"),
+    "sandbox job processes": os.path.join(PACKAGE_DIR, "sandbox", "processes.py"),
     "sandbox pytest driver": os.path.join(PACKAGE_DIR, "sandbox", "pytest_driver.py"),
     "sandbox solution boundary": os.path.join(PACKAGE_DIR, "sandbox", "rpc.py"),
+    "sandbox boundary rules": os.path.join(PACKAGE_DIR, "sandbox", "rpc_rules.py"),
+    "sandbox boundary proxies": os.path.join(PACKAGE_DIR, "sandbox", "rpc_proxy.py"),
+    "sandbox boundary endpoint": os.path.join(PACKAGE_DIR, "sandbox", "rpc_endpoint.py"),
     "process-group helper": os.path.join(PACKAGE_DIR, "procgroup.py"),
 }
 

@@ -22,10 +22,19 @@ catches daemonised children that left the process group), else by process group 
 supervisor is a subreaper, so orphans are collected here.
 
 In ``--serve`` mode (the fork server) it imports pytest and prepares its session once, then freezes the heap
+(:mod:`codegrpo.sandbox.pytest_driver`).
+
+The supervisor enforces the wall-clock limit (``pidfd`` + ``select``). At the end every process of the job is
+killed: by private uid (``kill(-1)`` issued as that uid, repeated until a ``/proc`` scan finds none, which also
+catches daemonised children that left the process group), else by process group and PID namespace. The
+supervisor is a subreaper, so orphans are collected here. How a job's processes are made, limited, awaited and
+killed is :mod:`codegrpo.sandbox.processes`; this module runs the jobs' steps and the request loop.
+
+In ``--serve`` mode (the fork server) it imports pytest and prepares its session once, then freezes the heap
 for the garbage collector (``gc.freeze``): a job costs a ``fork``. ``--oneshot`` answers one request and exits.
 
-Standard library only. Run as a script it has no package on its path (``-I``), so it loads its two helpers,
-``pytest_driver.py`` and ``../procgroup.py`` (standard library at top level), by file path.
+Standard library only. Run as a script it has no package on its path (``-I``), so it loads its helpers,
+``../procgroup.py``, ``processes.py`` and ``pytest_driver.py`` (standard library at top level), by file path.
 """
 
 from __future__ import annotations
@@ -33,7 +42,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import random
 import select
 import shutil
 import signal
@@ -41,9 +49,7 @@ import sys
 import time
 from typing import Any
 
-UID_RANGE = (200_000, 1_200_000)  # private job uids are drawn from here
 TRUNC_MARK = "\n[... output truncated ...]\n"
-_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def _load_by_path(name: str, path: str):
@@ -60,27 +66,14 @@ def _load_by_path(name: str, path: str):
 
 if __package__:  # imported as codegrpo.sandbox.supervisor (host side, tests)
     from codegrpo import procgroup
-    from codegrpo.sandbox import pytest_driver
+    from codegrpo.sandbox import processes, pytest_driver
 else:  # run as a script inside the sandbox
     _HERE = os.path.dirname(os.path.abspath(__file__))
     procgroup = _load_by_path("_codegrpo_procgroup", os.path.join(os.path.dirname(_HERE), "procgroup.py"))
+    processes = _load_by_path("_codegrpo_processes", os.path.join(_HERE, "processes.py"))
     pytest_driver = _load_by_path("_codegrpo_pytest_driver", os.path.join(_HERE, "pytest_driver.py"))
 
-
-def _job_env(job_dir: str) -> dict[str, str]:
-    return {
-        "PATH": f"{os.path.dirname(sys.executable)}:{_SAFE_PATH}",
-        "HOME": job_dir,
-        "TMPDIR": job_dir,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "PYTHONNOUSERSITE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "OMP_NUM_THREADS": "1",
-        "MPLBACKEND": "Agg",
-    }
+UID_RANGE = processes.UID_RANGE  # private job uids are drawn from here
 
 
 def _read_text(path: str, limit: int) -> str:
@@ -92,180 +85,6 @@ def _read_text(path: str, limit: int) -> str:
     text = data[:limit].decode("utf-8", "replace")
     return text + TRUNC_MARK if len(data) > limit else text
 
-
-def _proc_uid_pids(uid: int) -> list[int]:
-    """Live (non-zombie) processes whose real uid is ``uid`` (a /proc scan)."""
-    return _proc_uids_pids({uid}).get(uid, [])
-
-
-def _proc_uids_pids(uids: set[int] | None) -> dict[int, list[int]]:
-    """Live (non-zombie) processes by real uid, for ``uids`` (all uids when None): one /proc scan."""
-    out: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status") as fh:
-                st = fh.read()
-        except OSError:
-            continue
-        state = uid_line = None
-        for line in st.splitlines():
-            if line.startswith("State:"):
-                state = line.split()[1]
-            elif line.startswith("Uid:"):
-                uid_line = line.split()
-        if uid_line and state != "Z":
-            u = int(uid_line[1])
-            if uids is None or u in uids:
-                out.setdefault(u, []).append(int(name))
-    return out
-
-
-_REAPED: dict[int, int] = {}
-
-
-def _reap() -> None:
-    """Collect exited children (the supervisor is a subreaper); statuses are kept for the job's own pid."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _REAPED[pid] = status
-
-
-def _setup_failed(exc: BaseException) -> None:
-    """In a job's child before exec / its body: say on its stderr why the setup failed (best effort)."""
-    try:
-        os.write(2, f"sandbox job setup failed: {exc!r}\n".encode())
-    except OSError:
-        pass
-
-
-def _collect(pid: int, status: int | None, default: int | None) -> int | None:
-    """``status`` when already known, else the child's wait status (one reaped earlier: ``_REAPED``, or
-    ``default``)."""
-    if status is not None:
-        return status
-    try:
-        return os.waitpid(pid, 0)[1]
-    except ChildProcessError:
-        return _REAPED.pop(pid, default)
-
-
-def _outcome(status: int, lim: dict, dt: float) -> tuple[int | None, int | None, bool]:
-    """(exit code, signal, out of CPU) of a job's wait status: SIGXCPU, or SIGKILL once its CPU limit is spent."""
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status), None, False
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        return None, sig, sig == signal.SIGXCPU or (sig == signal.SIGKILL and _cpu_exhausted(lim, dt))
-    return None, None, False
-
-
-def _kill_uid(uid: int, pids) -> None:
-    """SIGKILL every process of ``uid``: ``kill(-1)`` from a child that became that uid (it reaches exactly that
-    uid's processes), then each of ``pids`` directly."""
-    killer = os.fork()
-    if killer == 0:
-        try:
-            os.setgid(uid)
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
-        finally:
-            os._exit(0)
-    os.waitpid(killer, 0)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _kill_job(uid: int | None, pgid: int) -> None:
-    """Kill every process of the job: by private uid when there is one, else its process group / PID ns."""
-    for _ in range(200):
-        procgroup.kill_group(pgid, signal.SIGKILL)
-        if uid is not None:
-            pids = _proc_uid_pids(uid)
-            if not pids:
-                _reap()
-                return
-            _kill_uid(uid, pids)
-        elif os.environ.get("CODEGRPO_SANDBOX_PIDNS") == "1" and os.getppid() == 1 and os.getpid() < 16:
-            # Alone in a private PID namespace (under bwrap's init): everything else there is the job's.
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            _reap()
-            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
-            if not [p for p in others if _proc_state(p) not in ("Z", None)]:
-                return
-        else:
-            _reap()
-            return
-        _reap()
-        time.sleep(0.005)
-
-
-def _kill_jobs(parts: list[tuple[int | None, int]]) -> None:
-    """:func:`_kill_job` for several parts of one job (private uids: one /proc scan per round for all)."""
-    if any(uid is None for uid, _ in parts):
-        for uid, pgid in parts:
-            _kill_job(uid, pgid)
-        return
-    for _ in range(200):
-        for _, pgid in parts:
-            procgroup.kill_group(pgid, signal.SIGKILL)
-        live = _proc_uids_pids({uid for uid, _ in parts})
-        if not live:
-            _reap()
-            return
-        for uid, pids in live.items():
-            _kill_uid(uid, pids)
-        _reap()
-        time.sleep(0.005)
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _set_limits(lim: dict, uid_switch: bool) -> None:
-    import resource
-
-    def setl(which, soft, hard=None):
-        hard = soft if hard is None else hard
-        try:
-            resource.setrlimit(which, (soft, hard))
-        except (ValueError, OSError):
-            cur_soft, cur_hard = resource.getrlimit(which)
-            resource.setrlimit(which, (min(soft, cur_hard) if cur_hard != resource.RLIM_INFINITY else soft,
-                                       cur_hard))
-
-    cpu = int(lim["cpu_s"])
-    setl(resource.RLIMIT_CPU, cpu, cpu + 1)
-    mem = int(lim["memory_mb"]) * 1024 * 1024
-    setl(resource.RLIMIT_AS, mem)
-    setl(resource.RLIMIT_DATA, mem)
-    fsize = int(lim["fsize_mb"]) * 1024 * 1024
-    setl(resource.RLIMIT_FSIZE, fsize)
-    setl(resource.RLIMIT_CORE, 0)
-    setl(resource.RLIMIT_NOFILE, int(lim["nofile"]))
-    setl(resource.RLIMIT_MEMLOCK, 0)
-    if uid_switch:
-        setl(resource.RLIMIT_NPROC, int(lim["nproc"]))
-    else:  # shared uid: allow the processes it already has plus the job's budget
-        mine = len(_proc_uid_pids(os.getuid()))
-        setl(resource.RLIMIT_NPROC, mine + int(lim["nproc"]))
 
 
 def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dict:
@@ -280,14 +99,14 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
     if step.get("stdin"):
         with open(in_path, "wb") as fh:
             fh.write(base64.b64decode(step["stdin"]))
-    env = _job_env(job_dir)
+    env = processes.job_env(job_dir)
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:  # ---- the job ----
         code = 127
         try:
             procgroup.become_group_leader()
-            _set_limits(lim, uid is not None)
+            processes.set_limits(lim, uid is not None)
             if uid is not None:
                 os.setgroups([])
                 os.setgid(uid)
@@ -313,7 +132,7 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
             else:
                 raise ValueError(f"unknown step kind {step['kind']!r}")
         except BaseException as exc:  # noqa: BLE001
-            _setup_failed(exc)
+            processes.setup_failed(exc)
         os._exit(code)
     # ---- supervisor: wait with a wall-clock limit ----
     timed_out = False
@@ -338,68 +157,17 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
             time.sleep(min(left, 0.002))
     if pidfd is not None:
         os.close(pidfd)
-    _kill_job(uid, pid)
-    status = _collect(pid, status, signal.SIGKILL)
-    _REAPED.clear()
+    processes.kill_job(uid, pid)
+    status = processes.collect(pid, status, signal.SIGKILL)
+    processes.REAPED.clear()
     dt = time.monotonic() - t0
-    rc, sig, out_of_cpu = _outcome(status, lim, dt)
+    rc, sig, out_of_cpu = processes.outcome(status, lim, dt)
     timed_out = timed_out or out_of_cpu
     out_limit = int(lim["output_bytes"])
     res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
            "stdout": _read_text(out_path, out_limit), "stderr": _read_text(err_path, out_limit)}
     return res
 
-
-_LIBC = None
-
-
-def _set_dumpable(flag: int) -> None:
-    """prctl(PR_SET_DUMPABLE): a non-dumpable process's /proc files (fd, mem, environ) are closed to its own uid,
-    and it cannot be ptraced by it, so a job sharing the uid cannot reach the runner's or supervisor's pipes."""
-    global _LIBC
-    try:
-        if _LIBC is None:  # loaded once in the supervisor; forked jobs inherit it
-            import ctypes
-
-            _LIBC = ctypes.CDLL(None, use_errno=True)
-        _LIBC.prctl(4, flag, 0, 0, 0)
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def _fork_part(uid: int | None, lim: dict, cwd: str, fds: dict[int, int], env: dict, body) -> int:
-    """Fork one process of a pytest job: new session, limits, its uid, ``fds`` (target -> source) as its only
-    descriptors, the job's environment; it runs ``body()`` and exits with its status."""
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 127
-    try:
-        procgroup.become_group_leader()
-        _set_limits(lim, uid is not None)
-        _set_dumpable(0)
-        if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-        os.umask(0o022)
-        os.chdir(cwd)
-        # move the sources out of the way of the targets first, then place them
-        high = {t: os.dup(src) for t, src in fds.items()}
-        for t, src in high.items():
-            os.dup2(src, t)
-        os.closerange(max(fds) + 1, 65536)
-        os.environ.clear()
-        os.environ.update(env)
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        sys.stdout = open(1, "w", closefd=False)
-        sys.stderr = open(2, "w", closefd=False)
-        code = body()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException as exc:  # noqa: BLE001
-        _setup_failed(exc)
-    os._exit(code)
 
 
 def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: dict, files: dict) -> dict:
@@ -447,13 +215,13 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
     if uid_t is not None:
         os.fchown(rep_fd, uid_t, uid_t)
     s_cand, s_run = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    env = _job_env(work_dir)
+    env = processes.job_env(work_dir)
     null = os.open(os.devnull, os.O_RDONLY)
     t0 = time.monotonic()
     pids = []
     try:
         cfd = [os.open(outs[(cand_dir, n)], os.O_WRONLY | os.O_TRUNC) for n in (".stdout", ".stderr")]
-        cand = _fork_part(uid_c, lim, work_dir, {0: null, 1: cfd[0], 2: cfd[1], 3: s_cand.fileno()}, env,
+        cand = processes.fork_part(uid_c, lim, work_dir, {0: null, 1: cfd[0], 2: cfd[1], 3: s_cand.fileno()}, env,
                           lambda: pytest_driver.candidate_child(cand_dir))
         pids.append((uid_c, cand))
         rfd = [os.open(outs[(tests_dir, n)], os.O_WRONLY | os.O_TRUNC) for n in (".stdout", ".stderr")]
@@ -462,7 +230,7 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
         else:  # the suite driver's trusted side, from the request's source (never from a file the job can reach)
             body = lambda: pytest_driver.driver_child(tests_dir, base64.b64decode(step["driver"]).decode(),
                                                       str(step["mode"]))
-        runner = _fork_part(uid_t, lim, work_dir, {0: null, 1: rfd[0], 2: rfd[1], 3: rep_fd, 4: s_run.fileno()},
+        runner = processes.fork_part(uid_t, lim, work_dir, {0: null, 1: rfd[0], 2: rfd[1], 3: rep_fd, 4: s_run.fileno()},
                             env, body)
         pids.append((uid_t, runner))
         for fd in cfd + rfd:
@@ -471,22 +239,22 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
         s_cand.close()
         s_run.close()
         os.close(null)
-    timed_out, status = _wait(runner, t0 + float(lim["wall_s"]))
+    timed_out, status = processes.wait_for(runner, t0 + float(lim["wall_s"]))
     cand_status = None
     try:
         got, st = os.waitpid(cand, os.WNOHANG)
         if got:
             cand_status = st
     except ChildProcessError:
-        cand_status = _REAPED.pop(cand, None)
+        cand_status = processes.REAPED.pop(cand, None)
     early = cand_status is not None  # the solution's process ended before the job's end
-    _kill_jobs(pids)
-    status = _collect(runner, status, signal.SIGKILL)
+    processes.kill_jobs(pids)
+    status = processes.collect(runner, status, signal.SIGKILL)
     # the solution may have been exiting when the runner finished: keep a status not of our kill
-    cand_status = _collect(cand, cand_status, None)
-    _REAPED.clear()
+    cand_status = processes.collect(cand, cand_status, None)
+    processes.REAPED.clear()
     dt = time.monotonic() - t0
-    rc, sig, out_of_cpu = _outcome(status, lim, dt)
+    rc, sig, out_of_cpu = processes.outcome(status, lim, dt)
     timed_out = timed_out or out_of_cpu
     if (cand_status is not None and os.WIFSIGNALED(cand_status) and sig is None
             and (early or os.WTERMSIG(cand_status) != signal.SIGKILL)):
@@ -502,28 +270,6 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
     os.close(rep_fd)
     return res
 
-
-def _wait(pid: int, deadline: float) -> tuple[bool, int | None]:
-    """Wait for ``pid`` until ``deadline`` (monotonic); (timed out, wait status or None)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    try:
-        while True:
-            got, st = os.waitpid(pid, os.WNOHANG)
-            if got:
-                return False, st
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return True, None
-            if pidfd is not None:
-                select.select([pidfd], [], [], left)
-            else:
-                time.sleep(min(left, 0.002))
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
 
 
 def _parse_report_fd(fd: int) -> dict:
@@ -557,29 +303,6 @@ def _parse_report_fd(fd: int) -> dict:
     return rep
 
 
-def _cpu_exhausted(lim: dict, dt: float) -> bool:
-    import resource
-
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime >= float(lim["cpu_s"]) and dt >= float(lim["cpu_s"]) * 0.5
-
-
-def _new_uid() -> int:
-    return _new_uids(1)[0]
-
-
-def _new_uids(n: int) -> list[int]:
-    """``n`` distinct uids from UID_RANGE that no live process uses (one /proc scan)."""
-    used = set(_proc_uids_pids(None))
-    out: list[int] = []
-    for _ in range(100 * n):
-        uid = random.SystemRandom().randrange(*UID_RANGE)
-        if uid not in used and uid not in out:
-            out.append(uid)
-            if len(out) == n:
-                return out
-    raise RuntimeError("no free uid for a sandbox job")
-
 
 def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
     private = os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1"
@@ -587,12 +310,12 @@ def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
     if [s["kind"] for s in req["steps"]] in (["pytest"], ["suite"]):
         os.mkdir(job_dir, 0o711)
         try:
-            uids = tuple(_new_uids(2)) if private else (None, None)
+            uids = tuple(processes.new_uids(2)) if private else (None, None)
             return {"steps": [_run_pytest_step(job_dir, uids, req["steps"][0], req.get("files", {}))],
                     "collected": {}}
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
-    uid = _new_uid() if private else None
+    uid = processes.new_uid() if private else None
     os.mkdir(job_dir, 0o700)
     try:
         for name, b64 in req.get("files", {}).items():
@@ -630,7 +353,7 @@ def _serve(workspace: str, oneshot: bool) -> None:
     os.dup2(null, 1)
     os.set_inheritable(rfd, False)
     os.set_inheritable(wfd, False)
-    _set_dumpable(0)  # a job with the same uid cannot open /proc/<supervisor>/fd/* (the protocol pipes)
+    processes.set_dumpable(0)  # a job with the same uid cannot open /proc/<supervisor>/fd/* (the protocol pipes)
     try:  # become a subreaper so that orphaned job processes are reaped here
         import ctypes
 

@@ -30,8 +30,7 @@ def table_efficiency(metrics_paths: Mapping[str, str | os.PathLike], grpo_varian
                "ratios = this run / GRPO (paper: 0.49x iterations, 0.55x GPU-hours for DHRCL).",
                "degenerate_mean = mean over steps of the share of GRPO groups whose rewards are all equal "
                "(dynamics/degenerate_group_ratio).", *notes]
-    value_cols = ["step_s", "gpu_hours_per_step", "degenerate_mean", "target", "steps", "gpu_hours", "steps_ratio",
-                  "gpu_hours_ratio"]
+    value_cols = EFFICIENCY_COLUMNS[EFFICIENCY_COLUMNS.index("seeds") + 1:]
     for r in t.rows:
         r["method"] = r["_run"]
         r.pop("seed", None)

@@ -82,7 +82,7 @@ def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DE
     for pub in published.get("reexec", []):
         row = {"method": pub["method"], "origin": PUBLISHED, "protocol": "sk2decompile (paper)",
                "source": f"published: {pub['source']}"}
-        for bench, (prefix, key, _) in benchmarks.items():
+        for prefix, key, _ in benchmarks.values():
             vals = pub.get(key, {})
             row.update({f"{prefix} {c}": vals.get(c) for c in (*LEVELS, "avg")})
         row["tasks/level"] = "HE 164" if "humaneval_decompile" in benchmarks else ""

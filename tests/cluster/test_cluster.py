@@ -6,7 +6,7 @@ The same code inside real SLURM jobs is tested in tests/slurm/.
 
 from __future__ import annotations
 
-from tests.conftest import REPO_ROOT, job_counts, run_snakemake
+from tests.conftest import REPO_ROOT, copy_workflow, job_counts, run_snakemake
 import json
 import os
 import re
@@ -239,22 +239,6 @@ def test_env_needs_a_started_cluster(tmp_path):
         _ = RayCluster(Allocation("1", (ME, "b"), 0, 1), temp_root=tmp_path).env
 
 
-def test_leftover_pids_finds_processes_by_marker(tmp_path):
-    marker = tmp_path / "unique-marker-dir"
-    # The child says "ready" once it runs: only then is its /proc cmdline the program under test (right after
-    # Popen it may still be the forked copy of this interpreter, before exec).
-    proc = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)",
-                             str(marker)], stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline() == b"ready\n"
-        assert proc.pid in cluster.leftover_pids(marker)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-    assert proc.pid not in cluster.leftover_pids(marker)
-
-
 # ---- the SLURM profile and stage_resources(), through the real workflow (dry runs) -----------------
 
 
@@ -324,21 +308,6 @@ def test_training_topology_sizes_the_allocation(tmp_path):
 # ---- partial reruns (docs/cluster.md), on the real data stage in a copy of the workflow ------------
 
 
-def _copy_workflow(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.splitlines()
-    for rel in files:
-        src = REPO / rel
-        if rel.startswith("tests/") or not (src.exists() or src.is_symlink()):
-            continue
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            os.symlink(os.readlink(src), dest / rel)
-        else:
-            shutil.copy2(src, dest / rel)
-    return dest
-
-
 def _smk(wd: Path, *args: str) -> str:
     proc = run_snakemake("--cores", "2", *args, cwd=wd, lock=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -352,7 +321,7 @@ def _mtimes(wd: Path, pattern: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def data_done(tmp_path_factory) -> Path:
     """A workflow copy whose data stage has run (locally)."""
-    wd = _copy_workflow(tmp_path_factory.mktemp("partial") / "wf")
+    wd = copy_workflow(tmp_path_factory.mktemp("partial") / "wf")
     _smk(wd, "data")
     return wd
 
@@ -410,7 +379,7 @@ def test_results_copied_into_a_fresh_clone(done_copy, tmp_path):
 
 @pytest.mark.slow
 def test_importing_a_checkpoint_skips_the_upstream_stages(tmp_path):
-    wd = _copy_workflow(tmp_path / "wf")
+    wd = copy_workflow(tmp_path / "wf")
     full = job_counts(_smk(wd, "-n", "skin_rl"))
     assert {"data_parquet", "sft_train", "skin_rl_train"} <= set(full)
     override = tmp_path / "import.yaml"

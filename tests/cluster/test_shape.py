@@ -58,14 +58,15 @@ def test_node_count_model_and_unknown_partition():
 
 def test_cli_check_with_a_saved_sinfo(tmp_path):
     (tmp_path / "sinfo.txt").write_text(SINFO)
-    (tmp_path / "site.yaml").write_text("cluster: {partition: small}\n")
-    proc = subprocess.run([sys.executable, "-m", "codegrpo.cluster", "check", "--configfile", "config/paper.yaml",
-                           str(tmp_path / "site.yaml"), "--sinfo-file", str(tmp_path / "sinfo.txt")],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+    def check(site: str) -> subprocess.CompletedProcess:
+        (tmp_path / "site.yaml").write_text(site)
+        args = ["--configfile", "config/paper.yaml", str(tmp_path / "site.yaml"), "--sinfo-file", str(tmp_path / "sinfo.txt")]
+        return subprocess.run([sys.executable, "-m", "codegrpo.cluster", "check", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=120)
+
+    proc = check("cluster: {partition: small}\n")
     assert proc.returncode == 1, proc.stderr
     assert "PROBLEM stage sft asks for" in proc.stdout and "stage(s) cannot be scheduled" in proc.stdout
-    (tmp_path / "site.yaml").write_text("cluster: {partition: gpu, cpu_partition: cpu}\n")
-    proc = subprocess.run([sys.executable, "-m", "codegrpo.cluster", "check", "--configfile", "config/paper.yaml",
-                           str(tmp_path / "site.yaml"), "--sinfo-file", str(tmp_path / "sinfo.txt")],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    proc = check("cluster: {partition: gpu, cpu_partition: cpu}\n")
     assert proc.returncode == 0 and "every stage fits" in proc.stdout, proc.stdout + proc.stderr

@@ -117,6 +117,11 @@ def _write_sample(path: Path, n: int = 16) -> list[dict]:
     return picked
 
 
+def _sample_settings() -> dict:
+    """generate()'s settings for the sample _write_sample writes (its field names, generous timeouts)."""
+    return {"fields": {"pseudo": "instruction", "source": "output"}, "clang_format_timeout": 30.0, "gcc_timeout": 60.0}
+
+
 @pytest.fixture(scope="module")
 def psychec():
     p = PsycheC(timeout=60.0)
@@ -130,8 +135,7 @@ def generated(tmp_path_factory, psychec):
     tmp = tmp_path_factory.mktemp("gen")
     picked = _write_sample(tmp / "sample.jsonl")
     rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
-    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
-                            psychec=psychec, clang_format_timeout=30.0, gcc_timeout=60.0, val_fraction=0.25)
+    out, summary = generate(rows, source_name=name, psychec=psychec, val_fraction=0.25, **_sample_settings())
     write_outputs(out, summary, tmp / "out")
     return tmp, picked, out, summary
 
@@ -179,17 +183,15 @@ def test_generate_four_outputs(generated):
 def test_generate_parallel_gives_the_same_result(generated, psychec):
     tmp, _, out1, first = generated
     rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
-    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
-                            psychec=PsycheC(timeout=60.0), clang_format_timeout=30.0, gcc_timeout=60.0,
-                            val_fraction=0.25, workers=4)
+    out, summary = generate(rows, source_name=name, psychec=PsycheC(timeout=60.0), val_fraction=0.25, workers=4,
+                            **_sample_settings())
     assert out == out1 and summary["steps"] == first["steps"] and summary["workers"] == 4
 
 
 def test_generate_dedup_by_pair_keeps_every_level(generated, psychec):
     tmp, picked, _, first = generated
     rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
-    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
-                            psychec=psychec, clang_format_timeout=30.0, gcc_timeout=60.0, dedup="pseudo_ir")
+    out, summary = generate(rows, source_name=name, psychec=psychec, dedup="pseudo_ir", **_sample_settings())
     # Ghidra's pseudo-code mostly differs per level: most pairs are distinct (Psyche-C's memo serves the
     # repeated IRs); where two levels give the same pseudo-code the pair is a duplicate
     st = summary["steps"]["dedup"]
@@ -263,8 +265,7 @@ def test_generate_decontaminates_and_dedups(tmp_path, psychec):
     rows = rows[:2] + rows[:2]  # the same functions twice
     keys, counts = eval_keys([{"path": str(HE), "field": "c_func"}])
     assert counts[str(HE)] == 656
-    out, summary = generate(rows, source_name=name, fields={"pseudo": "instruction", "source": "output"},
-                            psychec=psychec, clang_format_timeout=30.0, gcc_timeout=60.0, contamination=keys)
+    out, summary = generate(rows, source_name=name, psychec=psychec, contamination=keys, **_sample_settings())
     st = summary["steps"]
     assert st["dedup"]["dropped"] == st["dedup"]["in"] - st["dedup"]["kept"] >= 1
     assert st["decontaminate"]["in"] >= 1 and st["decontaminate"]["kept"] == 0  # all are HumanEval functions

@@ -223,10 +223,13 @@ def write_release(rows: list[dict], path: Path) -> Path:
     return path
 
 
-def _prep(tmp_path, src: Path, **kw):
+def _prep(tmp_path, src: Path | dict, fraction: float = 0.1, **kw):
+    """prepare_kodcode of one release (a file, or a ``source`` mapping) into tmp_path/out, with ``fraction`` for
+    val and heldout each and the hub cache in tmp_path/hf."""
+    source = dict(src) if isinstance(src, dict) else {"path": str(src)}
     out = tmp_path / "out"
-    summary = prepare_kodcode([], out_dir=out, val_fraction=0.1, heldout_fraction=0.1, seed=0,
-                              source={"path": str(src), "cache_dir": str(tmp_path / "hf")}, **kw)
+    summary = prepare_kodcode([], out_dir=out, val_fraction=fraction, heldout_fraction=fraction, seed=0,
+                              source={**source, "cache_dir": str(tmp_path / "hf")}, **kw)
     return out, summary
 
 
@@ -329,9 +332,6 @@ def test_release_by_hub_id_layout(data_dir, tmp_path):
     repo = tmp_path / "KodCode-Light-RL-10K"
     (repo / "data").mkdir(parents=True)
     write_release(release_rows(data_dir, n_alg=3, n_prefill=5), repo / "data" / "train-00000-of-00001.parquet")
-    out = tmp_path / "out"
-    summary = prepare_kodcode([], out_dir=out, val_fraction=0.2, heldout_fraction=0.2, seed=0,
-                              source={"hub_id": str(repo), "split": "train", "cache_dir": str(tmp_path / "hf"),
-                                      "limit": 6})
+    out, summary = _prep(tmp_path, {"hub_id": str(repo), "split": "train", "limit": 6}, fraction=0.2)
     assert summary["inputs"] == [str(repo)] and summary["records_read"] == 6
     assert sum(summary["slices"].values()) == summary["accepted"] >= 3

@@ -20,6 +20,7 @@ from codegrpo.data.normalize import (
     remove_keywords,
     replace_typedefs,
 )
+from tests.data import shipped_raw
 
 DEFAULT_STYLE = "{BasedOnStyle: Google, DerivePointerAlignment: true}"
 
@@ -118,11 +119,8 @@ def test_plain_google_style_differs(exe, rl_records):
     assert same < 15
 
 
-def test_normalize_records_counts(exe, data_dir):
-    recs = ingest_dataset("p2n", {"path": str(data_dir / "sk2decompile/pseudo2norm-examples.jsonl"), "shape": "raw",
-                                  "stage": "skeleton", "unwrap": "pseudo",
-                                  "fields": {"input": "input", "target": "output", "header": None,
-                                             "id": None}}).records
+def test_normalize_records_counts(exe):
+    recs = ingest_dataset("p2n", shipped_raw("pseudo2norm-examples", "skeleton", "pseudo")).records
     bad = dict(recs[0], id="tiny", input="int f() { return 0; }")
     kept, dropped, summary = normalize_records(recs + [bad], enabled=True, timeout=30, style=DEFAULT_STYLE)
     assert len(kept) == 20 and summary["kept"] == 20

@@ -12,9 +12,7 @@ from codegrpo.data.headers import PsycheC, validate_headers
 from codegrpo.data.ingest import ingest_dataset
 from codegrpo.data.parquet import assign_slices, hash_unit, write_stage_parquets
 from codegrpo.io import write_jsonl
-
-RAW_FIELDS = {"input": "input", "target": "output", "header": None, "id": None}
-
+from tests.data import shipped_raw
 
 @pytest.fixture(scope="module")
 def record_files(data_dir, tmp_path_factory):
@@ -22,10 +20,8 @@ def record_files(data_dir, tmp_path_factory):
     rl = ingest_dataset("rl", {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"),
                                "shape": "verl", "stage": "skeleton"}).records
     rl, _ = validate_headers(rl, psychec=PsycheC(gen=None, solver=None))
-    p2n = ingest_dataset("p2n", {"path": str(data_dir / "sk2decompile/pseudo2norm-examples.jsonl"), "shape": "raw",
-                                 "stage": "skeleton", "unwrap": "pseudo", "fields": RAW_FIELDS}).records
-    n2c = ingest_dataset("n2c", {"path": str(data_dir / "sk2decompile/norm2code-examples.jsonl"), "shape": "raw",
-                                 "stage": "skin", "unwrap": "normalized", "fields": RAW_FIELDS}).records
+    p2n = ingest_dataset("p2n", shipped_raw("pseudo2norm-examples", "skeleton", "pseudo")).records
+    n2c = ingest_dataset("n2c", shipped_raw("norm2code-examples", "skin", "normalized")).records
     n2c, _ = validate_headers(n2c, enabled=False)
     out = {}
     for name, recs in (("rl", rl), ("p2n", p2n), ("n2c", n2c)):
@@ -175,7 +171,7 @@ def test_split_brought_by_the_records_is_kept(record_files):
     from codegrpo.data.parquet import assign_train_val, split_key
     recs = [json.loads(x) for x in record_files["p2n"].read_text().splitlines()]
     hashed = assign_train_val(recs, 0.5, 0)
-    for i, r in enumerate(recs[:10]):
+    for _i, r in enumerate(recs[:10]):
         r["split"] = "train" if hashed[split_key(r)] == "val" else "val"  # the opposite of the hash
     got = assign_train_val(recs, 0.5, 0)
     assert all(got[split_key(r)] == r["split"] for r in recs[:10])

@@ -46,6 +46,34 @@ def test_loader_names_entry_and_field(tmp_path):
         d.load_humaneval_decompile(bad)
 
 
+def test_both_loaders_check_rows_the_same_way(tmp_path):
+    """One row check serves the legacy and the normsrcpseudo loaders: a non-object entry, a non-string field, a
+    non-integer id and (normsrcpseudo) the configured input field, each named with the file and the entry."""
+    bad = tmp_path / "bad.json"
+    he = {"task_id": 0, "type": "O0", "c_func": "", "c_test": "", "input_asm_prompt": ""}
+    nsp = {"index": 0, "func_name": "f", "func_dep": "", "func": "", "test": "", "opt": "O0", "language": "c",
+           "ida_pseudo": "", "ghidra_pseudo": ""}
+    cases = [(d.load_humaneval_decompile, [he, 3], r"bad.json: entry 1: expected an object, got int"),
+             (d.load_humaneval_decompile, [dict(he, c_func=1)], r"entry 0: field 'c_func' must be a string"),
+             (d.load_humaneval_decompile, [dict(he, task_id="x")], r"entry 0: field 'task_id' is not an integer: 'x'"),
+             (d.load_normsrcpseudo, [nsp, []], r"bad.json: entry 1: expected an object, got list"),
+             (d.load_normsrcpseudo, [dict(nsp, test=None)], r"entry 0: field 'test' must be a string"),
+             (d.load_normsrcpseudo, [dict(nsp, index="y")], r"entry 0: field 'index' is not an integer: 'y'")]
+    for load, rows, message in cases:
+        bad.write_text(json.dumps(rows))
+        with pytest.raises(d.EvalDataError, match=message):
+            load(bad)
+    bad.write_text(json.dumps([nsp]))
+    with pytest.raises(d.EvalDataError, match=r"entry 0: missing field 'ida_pseudo_norm' \(the configured model "
+                                              r"input field\)"):
+        d.load_normsrcpseudo(bad, input_field="ida_pseudo_norm")
+    assert [t.task_id for t in d.load_normsrcpseudo(bad)] == [0]
+    del nsp["ida_pseudo"]
+    bad.write_text(json.dumps([nsp]))
+    with pytest.raises(d.EvalDataError, match=r"entry 0: missing field 'ida_pseudo'$"):
+        d.load_normsrcpseudo(bad, input_field="ida_pseudo")
+
+
 def test_split_includes_collects_and_removes():
     inc, (f, t) = d.split_includes("#include <stdio.h>\nint f(){return 1;}\n", "#include <assert.h>\n#include <stdio.h>\nint main(){}")
     assert inc == ["#include <stdio.h>", "#include <assert.h>"]

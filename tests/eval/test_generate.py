@@ -174,7 +174,7 @@ def test_codegen_run_uses_one_engine_closed_before_scoring(fake_vllm, tiny, loca
     assert all(e[3]["n"] == 2 and e[3]["temperature"] == 0.8 for e in fake_vllm.EVENTS if e[0] == "generate")
     # both scored benchmarks were scored, each after the teardown (every event already recorded, no engine alive)
     assert alive_at_scoring == [(len(fake_vllm.EVENTS), [])] * 2
-    for b, path in results.items():
+    for _b, path in results.items():
         saved = json.loads(path.read_text())
         assert saved["backend"] == "vllm" and saved["n_samples_per_problem"] == [2]
     saved = json.loads(samples["bigcodebench_hard"].read_text())

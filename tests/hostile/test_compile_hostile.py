@@ -86,7 +86,7 @@ def _left_running(root: Path, grace_s: float = 10.0) -> list[str]:
 
 def _files_under(root: Path, skip: Path) -> list[str]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         if Path(dirpath).resolve().is_relative_to(skip.resolve()):
             continue
         out.extend(os.path.join(dirpath, f) for f in filenames)

@@ -228,7 +228,7 @@ def test_guards_name_themselves(problems, sandbox):
     assert forged.hack == "protocol_violation", forged
     patched = _score("bcb", problems["bcb"], _program("bcb", PATCH_UNITTEST, STUB_BODY), sandbox)
     assert patched.hack == "canary", patched
-    # PATCH also makes the sandbox's own proxies compare equal to everything (rpc._compare): the run-time
+    # PATCH also makes the sandbox's own proxies compare equal to everything (rpc_proxy._compare): the run-time
     # always-equal probe sees it first
     assert _score("bcb", problems["bcb"], _program("bcb", PATCH, STUB_BODY), sandbox).hack == "always_equal"
     eq = _score("bcb", problems["bcb"], _program("bcb", *TRICKS["always_equal_builtin_subclass"]), sandbox)

@@ -332,7 +332,7 @@ def test_boundary_keeps_test_semantics(sandbox):
 
 def test_guards_fire_on_a_bad_report():
     """The host-side checks on the runner's report: extra/missing/unknown ids, truncation, the canary."""
-    from codegrpo.sandbox.client import _pytest_result
+    from codegrpo.sandbox.verdict import pytest_result
 
     tests = "def test_a():\n    pass\n\ndef test_b():\n    pass\n"
     canary = "test_cg_canary_x"
@@ -342,7 +342,7 @@ def test_guards_fire_on_a_bad_report():
 
     def result(**changes):
         rep = dict(good, **changes)
-        return _pytest_result({"report": rep, "returncode": 1}, tests, 0.0, "m", canary)
+        return pytest_result({"report": rep, "returncode": 1}, tests, 0.0, "m", canary)
 
     ok = result()
     assert (ok.passed, ok.total, ok.hack, ok.executed) == (1, 2, None, True)
@@ -356,9 +356,9 @@ def test_guards_fire_on_a_bad_report():
     for guard, change in cases.items():
         res = result(**change)
         assert res.hack == guard and res.passed == 0 and not res.executed, (guard, res)
-    res = _pytest_result({"report": dict(good, bad_lines=1), "returncode": 1}, tests, 0.0, "m", canary)
+    res = pytest_result({"report": dict(good, bad_lines=1), "returncode": 1}, tests, 0.0, "m", canary)
     assert res.hack == "truncated_report"
-    res = _pytest_result({"report": good, "returncode": 97}, tests, 0.0, "m", canary)
+    res = pytest_result({"report": good, "returncode": 97}, tests, 0.0, "m", canary)
     assert res.hack == "report_write_error" and res.passed == 0
 
 

@@ -216,7 +216,7 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
     problems = learning.curriculum_problems(cfg["data"]["kodcode"]["paths"], 2)
     data = learning.write_curriculum_dataset(problems, tmp_path / "data")
     build_tiny_model(tmp_path / "tiny", corpus_from_parquet([data["sft"], data["rl_train"]]), vocab_size=512)
-    max_prompt = learning._prompt_tokens(tmp_path / "tiny", [p["prompt"] for p in problems]) + 8
+    max_prompt = learning.prompt_tokens(tmp_path / "tiny", [p["prompt"] for p in problems]) + 8
     run_cfg = learning.curriculum_config(cfg, max_prompt)
     d = run_cfg["dhrcl"]
     d["training"].update(total_training_steps=2, total_epochs=2, save_freq=2, n=2, max_response_length=24,

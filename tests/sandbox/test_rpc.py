@@ -9,6 +9,8 @@ from __future__ import annotations
 import collections
 import decimal
 import fractions
+import json
+import os
 import socket
 
 import pytest
@@ -111,3 +113,28 @@ def test_solution_module_exports(pair):
     mod = rpc.solution_module(runner, hello)
     assert mod.__all__ == ["f", "x"]  # no builtin shadowing, nothing pytest would collect
     assert mod.x == 3
+
+
+def test_loaded_by_file_path_it_loads_its_parts_without_the_package():
+    """Inside the sandbox rpc.py is loaded by file path with no package on the path (pytest_driver): it loads its
+    parts (``rpc.PARTS``) the same way, and the names the runner uses come from them; every part is a file the
+    sandbox is made to see (``bwrap.SUPERVISOR_FILES``)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from codegrpo.sandbox import bwrap
+
+    here = Path(os.path.realpath(rpc.__file__)).parent
+    code = ("import importlib.util, json, sys\n"
+            f"s = importlib.util.spec_from_file_location('_codegrpo_rpc', {str(here / 'rpc.py')!r})\n"
+            "m = importlib.util.module_from_spec(s); sys.modules['_codegrpo_rpc'] = m; s.loader.exec_module(m)\n"
+            "print(json.dumps([m.Endpoint.__module__, m.ProtocolError.__module__, m.PeerObject.__module__,\n"
+            "                  m._CandidateEndpoint.proxy_type.__name__, m.Endpoint.proxy_type.__name__,\n"
+            "                  any(k.split('.')[0] == 'codegrpo' for k in sys.modules)]))\n")
+    proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["_codegrpo_rpc_endpoint", "_codegrpo_rpc_rules", "_codegrpo_rpc_proxy",
+                                       "PeerObject", "SolutionObject", False]
+    shown = set(bwrap.SUPERVISOR_FILES.values())
+    assert {str(here / f"{p}.py") for p in rpc.PARTS} <= shown

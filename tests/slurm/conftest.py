@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import copy_workflow
 from tests.conftest import run_snakemake as shared_run_snakemake
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,26 +81,6 @@ def sbatch(args: list[str], cwd: Path) -> str:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().split(";")[0]
-
-
-def copy_workflow(dest: Path) -> Path:
-    """Copy the workflow (git-tracked and new, not ignored files; no tests) to ``dest``."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split("\n")
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel in files:
-        if not rel or rel.startswith("tests/"):
-            continue
-        src = REPO / rel
-        if not (src.exists() or src.is_symlink()):
-            continue  # deleted in the working tree
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            os.symlink(os.readlink(src), target)
-        elif src.is_file():
-            shutil.copy2(src, target)
-    return dest
 
 
 def run_snakemake(workdir: Path, *args: str, timeout_s: float = 900) -> subprocess.CompletedProcess:

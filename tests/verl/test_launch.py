@@ -11,6 +11,7 @@ import pytest
 from codegrpo.config import load_config
 from codegrpo.contracts import RL_STAGES
 from codegrpo.verl import launch as L
+from tests.verl import launch_files
 
 
 def _launches(cfg, tmp_path):
@@ -23,6 +24,12 @@ def _launches(cfg, tmp_path):
         out.append(L.grpo_launch(cfg, cfg[stage], stage, train_files=[tmp_path / "a.parquet"], val_files=tmp_path / "v.parquet",
                                  model_path="/models/sft", run_dir=tmp_path / stage))
     return out
+
+
+def _rl_row(data_source: str) -> dict:
+    """One well-formed verl RL row of ``data_source`` (prompt "x", ground truth "int f;")."""
+    return {"data_source": data_source, "prompt": [{"role": "user", "content": "x"}], "ability": "decompile",
+            "reward_model": {"style": "rule", "ground_truth": "int f;"}, "extra_info": {"index": 0}}
 
 
 @pytest.fixture(scope="module", params=["config.yaml", "config/paper.yaml"])
@@ -100,8 +107,8 @@ def test_every_rl_setting_reaches_its_verl_key(repo_root, tmp_path, stage):
         section[key] = _changed(key, section[key], i)
         expected[path] = section[key]
     section["kl_coef"] = expected["actor_rollout_ref.actor.kl_loss_coef"] = 0.0375
-    hc = L.grpo_launch({**cfg, stage: section}, section, stage, train_files=tmp_path / "t.parquet",
-                       val_files=tmp_path / "v.parquet", model_path="/m", run_dir=tmp_path / stage).validate()
+    hc = L.grpo_launch({**cfg, stage: section}, section, stage, **launch_files(tmp_path, run_dir=tmp_path / stage))
+    hc = hc.validate()
     got = {path: OmegaConf.select(hc, path) for path in expected}
     assert got == expected
     assert hc.actor_rollout_ref.actor.use_kl_loss is True  # kl_coef > 0 turns the KL loss on
@@ -117,8 +124,7 @@ def test_reward_function_named_by_each_stage_exists_in_the_entry_file(repo_root,
     from codegrpo.contracts import STAGE_DATA_SOURCE
 
     cfg = load_config(repo_root / "config" / "paper.yaml")
-    hc = L.grpo_launch(cfg, cfg[stage], stage, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                       model_path="/m", run_dir=tmp_path / stage).validate()
+    hc = L.grpo_launch(cfg, cfg[stage], stage, **launch_files(tmp_path, run_dir=tmp_path / stage)).validate()
     spec = importlib.util.spec_from_file_location("custom_module", hc.custom_reward_function.path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -160,8 +166,7 @@ def test_every_sft_setting_reaches_its_verl_key(repo_root, tmp_path, which):
         assert key in sft, f"sft.{key}: no longer a config key (update SFT_KEY_MAP)"
         sft[key] = _changed(key, sft[key], i)
         expected.update({path: sft[key] for path in paths})
-    la = L.sft_launch({**cfg, "sft": sft}, which, train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                      model_path="/models/base", run_dir=tmp_path / "r")
+    la = L.sft_launch({**cfg, "sft": sft}, which, **launch_files(tmp_path, model_path="/models/base"))
     c = la.validate()
     assert {path: OmegaConf.select(c, path) for path in expected} == expected
     assert c.model.partial_pretrain == "/models/base" and c.trainer.experiment_name == f"sft_{which}"
@@ -173,8 +178,7 @@ def test_every_sft_setting_reaches_its_verl_key(repo_root, tmp_path, which):
 def test_cpu_mode_overrides_only_in_cpu_mode(repo_root, tmp_path):
     cpu_cfg = load_config(repo_root / "config.yaml")
     gpu_cfg = load_config(repo_root / "config" / "paper.yaml")
-    kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
-              run_dir=tmp_path / "r")
+    kw = launch_files(tmp_path)
     c = L.grpo_launch(cpu_cfg, cpu_cfg["skeleton_rl"], "skeleton_rl", **kw).validate()
     g = L.grpo_launch(gpu_cfg, gpu_cfg["skeleton_rl"], "skeleton_rl", **kw)
     assert c.trainer.device == "cpu" and c.actor_rollout_ref.rollout.name == "hf"
@@ -192,8 +196,7 @@ def test_cpu_mode_overrides_only_in_cpu_mode(repo_root, tmp_path):
 def test_misspelled_grpo_key_is_rejected(repo_root, tmp_path, bad, needle):
     cfg = load_config(repo_root / "config.yaml")
     cfg["skeleton_rl"]["overrides"] = [bad]
-    la = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                       model_path="/m", run_dir=tmp_path / "r")
+    la = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path))
     with pytest.raises(L.LaunchConfigError, match="verl config rejected") as err:
         la.validate()
     assert needle in str(err.value) and "not in struct" in str(err.value)
@@ -206,8 +209,7 @@ def test_misspelled_grpo_key_is_rejected(repo_root, tmp_path, bad, needle):
 def test_misspelled_sft_key_is_rejected(repo_root, tmp_path):
     cfg = load_config(repo_root / "config.yaml")
     cfg["sft"]["overrides"] = ["optim.learning_rate=1"]
-    la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                      model_path="/m", run_dir=tmp_path / "r")
+    la = L.sft_launch(cfg, "skeleton", **launch_files(tmp_path))
     with pytest.raises(L.LaunchConfigError, match="optim.learning_rate"):
         la.validate()
 
@@ -282,8 +284,8 @@ def test_reward_managers_load_through_verl(tmp_path, repo_root):
     for manager, fn, cls in [("naive", "compute_score", "NaiveRewardManager"),
                              ("batch", "compute_score_batch", "BatchRewardManager")]:
         cfg["skeleton_rl"]["reward"] = {"manager": manager, "function": fn}
-        c = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                          model_path=str(tmp_path / "m"), run_dir=tmp_path / "r").validate()
+        c = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path, model_path=str(tmp_path / "m")))
+        c = c.validate()
         reward_fn = load_reward_manager(c, tok, num_examine=0)
         assert type(reward_fn).__name__ == cls
         tensor, info = compute_reward(data, reward_fn)
@@ -295,8 +297,7 @@ def test_reward_managers_load_through_verl(tmp_path, repo_root):
 
 def test_experiment_name_for_other_runs(repo_root, tmp_path):
     cfg = load_config(repo_root / "config.yaml")
-    la = L.grpo_launch(cfg, cfg["dhrcl"]["training"], "dhrcl-full", train_files=tmp_path / "t.parquet",
-                       val_files=tmp_path / "v.parquet", model_path="/m", run_dir=tmp_path / "r")
+    la = L.grpo_launch(cfg, cfg["dhrcl"]["training"], "dhrcl-full", **launch_files(tmp_path))
     assert la.run == "dhrcl-full" and "trainer.experiment_name=dhrcl-full" in la.overrides
 
 
@@ -347,9 +348,7 @@ def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
     from codegrpo.data.training_inputs import TrainingInputError, check_model, check_parquet
     from codegrpo.verl.stages import run_grpo, run_sft
 
-    good_rl = {"data_source": "sk2decompile_structure", "prompt": [{"role": "user", "content": "x"}],
-               "ability": "decompile", "reward_model": {"style": "rule", "ground_truth": "int f;"},
-               "extra_info": {"index": 0}}
+    good_rl = _rl_row("sk2decompile_structure")
     pd.DataFrame([good_rl, good_rl]).to_parquet(tmp_path / "rl.parquet")
     assert check_parquet(tmp_path / "rl.parquet", "rl") == 2
     pd.DataFrame([good_rl, {**good_rl, "prompt": []}]).to_parquet(tmp_path / "bad_rl.parquet")
@@ -386,8 +385,7 @@ def test_multi_node_sft_command(repo_root, tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.setenv("SLURM_MEM_PER_CPU", "1000")
     monkeypatch.setenv("SLURM_NTASKS", "1")
-    la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                      model_path="/m", run_dir=tmp_path / "r")
+    la = L.sft_launch(cfg, "skeleton", **launch_files(tmp_path))
     i = la.argv.index("srun")
     assert la.argv[:i] == ["env", "-u", "SLURM_MEM_PER_CPU", "-u", "SLURM_NTASKS"]
     j = la.argv.index(sys.executable)
@@ -405,8 +403,7 @@ def test_structure_reward_setting_reaches_the_reward_kwargs(repo_root, tmp_path)
     from codegrpo.verl.stages import structure_reward_overrides
 
     cfg = load_config(repo_root / "config.yaml")
-    kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
-              run_dir=tmp_path / "r")
+    kw = launch_files(tmp_path)
     assert structure_reward_overrides("skeleton_rl", cfg["skeleton_rl"]) == []
     cfg["skeleton_rl"]["structure_reward"] = "sim_exe"
     ov = structure_reward_overrides("skeleton_rl", cfg["skeleton_rl"])
@@ -423,8 +420,7 @@ def test_kl_coef_default_comes_from_the_schema(repo_root, tmp_path):
     from codegrpo.config import validate_config
 
     cfg = validate_config({"device": "cpu"})
-    kw = dict(train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet", model_path="/m",
-              run_dir=tmp_path / "r")
+    kw = launch_files(tmp_path)
     got = {s: L.grpo_launch(cfg, cfg[s], s, **kw).validate().actor_rollout_ref.actor.kl_loss_coef
            for s in RL_STAGES}
     assert got == {"skeleton_rl": 0.01, "skin_rl": 0.02}
@@ -489,9 +485,7 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
     from codegrpo.sandbox.client import default_sandbox_settings
     from codegrpo.verl import stages
 
-    row = {"data_source": "sk2decompile_identifier", "prompt": [{"role": "user", "content": "x"}],
-           "ability": "decompile", "reward_model": {"style": "rule", "ground_truth": "int f;"},
-           "extra_info": {"index": 0}}
+    row = _rl_row("sk2decompile_identifier")
     pd.DataFrame([row] * 4).to_parquet(tmp_path / "rl.parquet")
     models = tmp_path / "www" / "v1" / "models"  # GET /v1/models answers 200
     models.parent.mkdir(parents=True)

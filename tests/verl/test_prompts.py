@@ -14,6 +14,7 @@ from codegrpo.models import train_tokenizer
 from codegrpo.verl import launch as L
 from codegrpo.verl import prompts
 from codegrpo.verl.stages import chat_template_choice, run_settings
+from tests.verl import launch_files
 
 PROMPT = phase1_prompt("int f(int a1) {\n  return a1 + 1;\n}")
 RESPONSE = "int func1(int var1) {\n  return var1 + 1;\n}"
@@ -83,14 +84,12 @@ def test_verl_sft_dataset_renders_the_prompt_as_is_after_install(tok_dirs, tmp_p
 def test_the_choice_reaches_the_launches_settings_and_evaluation(repo_root, tmp_path):
     cfg = load_config(repo_root / "config" / "paper.yaml")
     assert cfg["model"]["chat_template"] == "passthrough"
-    la = L.sft_launch(cfg, "skeleton", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                      model_path="/m", run_dir=tmp_path / "r", chat_template="passthrough")
+    la = L.sft_launch(cfg, "skeleton", **launch_files(tmp_path), chat_template="passthrough")
     assert la.validate().codegrpo.chat_template == "passthrough"
     s = run_settings(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=[], val_files=[], init_model="/m",
                      run_dir=tmp_path / "rl", chat_template="passthrough")
     assert s["chat_template"] == "passthrough"  # what settings.json holds (and its fingerprint covers)
-    g = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=tmp_path / "t.parquet",
-                      val_files=tmp_path / "v.parquet", model_path="/m", run_dir=tmp_path / "rl",
+    g = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path, run_dir=tmp_path / "rl"),
                       extra_overrides=["codegrpo.chat_template=passthrough"])
     assert g.validate().codegrpo.chat_template == "passthrough"
     # evaluation follows the training choice unless evaluate.decompile.use_chat_template says otherwise

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from codegrpo.data.generate import GENERATED_DATASETS
 from tests.conftest import job_counts, run_snakemake
 
 DATA_JOBS = {"data_ingest": 3, "data_normalize": 3, "data_headers": 3, "data_parquet": 4, "data_kodcode": 1, "data": 1}
@@ -83,8 +84,7 @@ def test_snakemake_data_run(snakemake_bin, repo_root, tmp_path):
 @pytest.mark.slow
 def test_bad_input_stops_run_or_is_quarantined(snakemake_bin, repo_root, tmp_path):
     fixture = repo_root / "tests" / "fixtures" / "data" / "missing_field.jsonl"
-    datasets = {"bad_rl": {"path": str(fixture), "shape": "verl", "stage": "skeleton", "roles": ["rl"],
-                           "unwrap": "assembly", "normalize": False, "check_headers": True}}
+    datasets = {"bad_rl": {"path": str(fixture), **GENERATED_DATASETS["rl_skeleton"]}}  # read as rl_skeleton is
     cfg = _config_with(repo_root, tmp_path, datasets=datasets)
     target = f"{tmp_path}/res/data/bad_rl/summary.json"
     proc = run_snakemake("--configfile", str(cfg), "--cores", "1", target)

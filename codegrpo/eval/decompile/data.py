@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 
 log = logging.getLogger(__name__)
@@ -58,29 +58,11 @@ def load_humaneval_decompile(path: str | os.PathLike, levels: Sequence[str] = LE
     data = _read_json_list(path)
     tasks: list[DecompileTask] = []
     for i, row in enumerate(data):
-        if not isinstance(row, dict):
-            raise EvalDataError(f"{path}: entry {i}: expected an object, got {type(row).__name__}")
-        for field in HE_FIELDS:
-            if field not in row:
-                raise EvalDataError(f"{path}: entry {i}: missing field {field!r}")
-        for field in ("type", "c_func", "c_test", "input_asm_prompt"):
-            if not isinstance(row[field], str):
-                raise EvalDataError(f"{path}: entry {i}: field {field!r} must be a string")
-        if row["type"] not in LEVELS:
-            raise EvalDataError(f"{path}: entry {i}: field 'type' is {row['type']!r}, expected one of {LEVELS}")
-        try:
-            task_id = int(row["task_id"])
-        except (TypeError, ValueError) as exc:
-            raise EvalDataError(f"{path}: entry {i}: field 'task_id' is not an integer: {row['task_id']!r}") from exc
+        _check_row(path, i, row, HE_FIELDS, ("type", "c_func", "c_test", "input_asm_prompt"))
+        task_id = _level_and_id(path, i, row, "type", "task_id")
         if row["type"] in levels:
             tasks.append(DecompileTask(task_id, row["type"], row["c_func"], row["c_test"], row["input_asm_prompt"]))
-    if tasks_per_level is not None:
-        keep: list[DecompileTask] = []
-        for level in levels:
-            ids = sorted({t.task_id for t in tasks if t.opt == level})[:tasks_per_level]
-            keep.extend(t for t in tasks if t.opt == level and t.task_id in set(ids))
-        tasks = keep
-    return tasks
+    return _first_per_level(tasks, levels, tasks_per_level)
 
 
 def _read_json_list(path: Path):
@@ -92,6 +74,31 @@ def _read_json_list(path: Path):
     if not isinstance(data, list):
         raise EvalDataError(f"{path}: expected a JSON list of tasks, got {type(data).__name__}")
     return data
+
+
+def _check_row(path: Path, i: int, row, fields: Sequence[str], strings: Sequence[str],
+               notes: Mapping[str, str] | None = None) -> None:
+    """Entry ``i`` of ``path`` is an object with every field of ``fields`` (a missing one named, with its note from
+    ``notes``) and a string in every field of ``strings``; else EvalDataError naming the file, entry and field."""
+    if not isinstance(row, dict):
+        raise EvalDataError(f"{path}: entry {i}: expected an object, got {type(row).__name__}")
+    for field in fields:
+        if field not in row:
+            raise EvalDataError(f"{path}: entry {i}: missing field {field!r}{(notes or {}).get(field, '')}")
+    for field in strings:
+        if not isinstance(row[field], str):
+            raise EvalDataError(f"{path}: entry {i}: field {field!r} must be a string")
+
+
+def _level_and_id(path: Path, i: int, row: Mapping, level_field: str, id_field: str) -> int:
+    """Entry ``i``'s optimisation level (``level_field``, one of LEVELS) checked, and its integer ``id_field``."""
+    if row[level_field] not in LEVELS:
+        raise EvalDataError(f"{path}: entry {i}: field {level_field!r} is {row[level_field]!r}, expected one of "
+                            f"{LEVELS}")
+    try:
+        return int(row[id_field])
+    except (TypeError, ValueError) as exc:
+        raise EvalDataError(f"{path}: entry {i}: field {id_field!r} is not an integer: {row[id_field]!r}") from exc
 
 
 def _first_per_level(tasks: list[DecompileTask], levels: Sequence[str], n: int | None) -> list[DecompileTask]:
@@ -117,26 +124,12 @@ def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, 
     """
     path = Path(path)
     tasks: list[DecompileTask] = []
+    notes = {} if input_field in NSP_FIELDS else {input_field: " (the configured model input field)"}
     for i, row in enumerate(_read_json_list(path)):
-        if not isinstance(row, dict):
-            raise EvalDataError(f"{path}: entry {i}: expected an object, got {type(row).__name__}")
-        for field in NSP_FIELDS:
-            if field not in row:
-                raise EvalDataError(f"{path}: entry {i}: missing field {field!r}")
-        if input_field not in row:
-            raise EvalDataError(f"{path}: entry {i}: missing field {input_field!r} (the configured model input "
-                                f"field)")
-        for field in (*NSP_FIELDS[1:], input_field):
-            if not isinstance(row[field], str):
-                raise EvalDataError(f"{path}: entry {i}: field {field!r} must be a string")
+        _check_row(path, i, row, (*NSP_FIELDS, input_field), (*NSP_FIELDS[1:], input_field), notes)
         if row["language"] != language:
             continue
-        if row["opt"] not in LEVELS:
-            raise EvalDataError(f"{path}: entry {i}: field 'opt' is {row['opt']!r}, expected one of {LEVELS}")
-        try:
-            index = int(row["index"])
-        except (TypeError, ValueError) as exc:
-            raise EvalDataError(f"{path}: entry {i}: field 'index' is not an integer: {row['index']!r}") from exc
+        index = _level_and_id(path, i, row, "opt", "index")
         if not C_NAME_RE.match(row["func_name"]):
             raise EvalDataError(f"{path}: entry {i}: field 'func_name' is not a C identifier: {row['func_name']!r}")
         if row["opt"] in levels:

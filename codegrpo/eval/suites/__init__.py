@@ -1,5 +1,5 @@
 """The DHRCL paper's code-generation benchmarks: loaders for each benchmark's published files and sandboxed
-harnesses (driver: ``codegrpo/eval/suite_driver.py``, run with ``Sandbox.run_python``).
+harnesses (driver: ``codegrpo/eval/suite_driver.py`` with ``suite_checks.py``, one source text, :func:`driver_source`).
 
 Benchmarks (names used in config, rules and result files):
 
@@ -29,14 +29,15 @@ from codegrpo.eval.problems import Problem, SampleResult
 from codegrpo.eval.suites.bigcodebench import (bcb_canary, bcb_test_names, load_bigcodebench,
                                                missing_modules, score_bigcodebench)
 from codegrpo.eval.suites.common import (BIGCODEBENCH, DISPLAY, DRIVER, EVALPLUS, LIVECODEBENCH,
-                                         SUITE_BENCHMARKS, BenchmarkDataError, read_records, resolve_source)
+                                         SUITE_BENCHMARKS, BenchmarkDataError, driver_source, read_records,
+                                         resolve_source)
 from codegrpo.eval.suites.evalplus import (MBPP_NOT_NONE_TASKS, MBPP_SET_EQ_TASKS, load_evalplus,
                                            mbpp_plus_inputs, mbpp_question, score_evalplus)
 from codegrpo.eval.suites.livecodebench import (LCB_PRELUDE, decode_lcb_tests, lcb_files, lcb_prompt,
                                                 load_lcb_solutions, load_livecodebench, score_livecodebench)
 
 __all__ = ["BIGCODEBENCH", "DISPLAY", "DRIVER", "EVALPLUS", "LIVECODEBENCH", "SUITE_BENCHMARKS",
-           "BenchmarkDataError", "LCB_PRELUDE", "MBPP_NOT_NONE_TASKS", "MBPP_SET_EQ_TASKS", "Problem",
+           "BenchmarkDataError", "LCB_PRELUDE", "driver_source", "MBPP_NOT_NONE_TASKS", "MBPP_SET_EQ_TASKS", "Problem",
            "SampleResult", "bcb_canary", "bcb_test_names", "decode_lcb_tests", "describe", "lcb_files",
            "lcb_prompt", "load_bigcodebench", "load_evalplus", "load_lcb_solutions", "load_livecodebench",
            "load_suite", "mbpp_plus_inputs", "mbpp_question", "missing_modules", "read_records",

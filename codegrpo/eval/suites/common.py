@@ -3,6 +3,8 @@ record readers and the sandboxed suite verdict."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import gzip
 import json
 import os
@@ -14,6 +16,34 @@ from typing import Iterable, Mapping
 from codegrpo.io import iter_jsonl
 
 DRIVER = Path(__file__).parent.parent / "suite_driver.py"
+CHECKS = Path(__file__).parent.parent / "suite_checks.py"
+
+
+@functools.lru_cache(maxsize=1)
+def driver_source() -> str:
+    """The evaluation driver as the one self-contained source text the sandbox runs: ``suite_checks.py`` (the
+    comparisons), then ``suite_driver.py`` without its ``from __future__`` and ``codegrpo`` imports (the names it
+    imports from ``suite_checks`` are defined above it). A ``codegrpo`` import left in either part, which the
+    sandbox could not resolve, is an error."""
+    from codegrpo.contracts import parse_python
+
+    checks = CHECKS.read_text(encoding="utf-8")
+    driver = DRIVER.read_text(encoding="utf-8")
+    drop: set[int] = set()
+    for node in parse_python(driver).body:
+        if isinstance(node, ast.ImportFrom) and (node.module == "__future__"
+                                                 or (node.module or "").split(".")[0] == "codegrpo"):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    kept = "".join(line for n, line in enumerate(driver.splitlines(keepends=True), 1) if n not in drop)
+    source = checks.rstrip("\n") + "\n\n\n" + kept
+    for node in ast.walk(parse_python(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(n.split(".")[0] == "codegrpo" for n in names):
+            raise RuntimeError(f"the suite driver imports codegrpo (line {node.lineno} of its source), which the "
+                               f"sandbox cannot resolve; keep suite_checks.py and suite_driver.py standard library "
+                               f"only")
+    return source
 
 EVALPLUS = ("humaneval_plus", "mbpp_plus")
 BIGCODEBENCH = ("bigcodebench_full", "bigcodebench_hard")
@@ -115,7 +145,7 @@ def suite_verdict(sandbox, mode: str, task: dict, cand_files: Mapping[str, str |
     """Run a suite job in two processes (``Sandbox.run_suite``): the verdict the trusted runner wrote, checked
     for the guards (a report the runner did not finish, a protocol violation by the solution's side). A guard
     that fired makes the sample fail and names itself in ``hack``."""
-    res, rep = sandbox.run_suite(DRIVER.read_text(encoding="utf-8"), mode,
+    res, rep = sandbox.run_suite(driver_source(), mode,
                                  {"task.pkl": pickle.dumps(task), **(runner_files or {})}, cand_files,
                                  timeout_s=timeout_s, limits=limits)
     out = rep.get("verdict") if isinstance(rep.get("verdict"), dict) else {}

@@ -8,7 +8,7 @@ import threading
 from typing import Mapping
 
 from codegrpo.eval.problems import Problem, SampleResult, humaneval_program, humaneval_prompt, parses
-from codegrpo.eval.suites.common import (DRIVER, BenchmarkDataError, exec_note, need, read_records,
+from codegrpo.eval.suites.common import (BenchmarkDataError, driver_source, exec_note, need, read_records,
                                          resolve_source, result_json, suite_verdict)
 
 # EvalPlus special oracles (evalplus/eval/_special_oracle.py): MBPP+ tasks compared as sets, and tasks whose
@@ -131,7 +131,7 @@ def _ground_truth(problem: Problem, sandbox, cfg: Mapping) -> tuple[bytes, dict]
         if "gt" not in ex:
             task = {"entry_point": problem.entry_point, "inputs": ex["inputs"],
                     "output_not_none": ex["dataset"] == "mbpp" and problem.entry_point in MBPP_NOT_NONE_TASKS}
-            res, got = sandbox.run_python(DRIVER.read_text(encoding="utf-8"), args=["evalplus_gt"],
+            res, got = sandbox.run_python(driver_source(), args=["evalplus_gt"],
                                           files={"solution.py": problem.reference, "task.pkl": pickle.dumps(task)},
                                           timeout_s=float(cfg.get("gt_timeout_s", 600)),
                                           collect=["result.json", "expected.pkl"])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from codegrpo.eval.problems import Problem, SampleResult, parses
-from codegrpo.eval.suite_driver import LCB_STDIO_CANDIDATE
+from codegrpo.eval.suite_candidates import LCB_STDIO_CANDIDATE
 from codegrpo.eval.suites.common import (BenchmarkDataError, exec_note, need, read_records, resolve_source,
                                          suite_verdict)
 

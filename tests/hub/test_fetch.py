@@ -1,6 +1,6 @@
-"""codegrpo.hub: which hub ids a config loads, the jobs' offline environment, and the prefetch, run for real
-against a loopback stand-in of the Hugging Face Hub (tests/hub_standin.py) through huggingface_hub's own
-download code (HF_ENDPOINT), then used offline the way a job uses it."""
+"""codegrpo.hub.fetch: the prefetch, run for real against a loopback stand-in of the Hugging Face Hub
+(tests/hub_standin.py) through huggingface_hub's own download code (HF_ENDPOINT), then used offline the way a job
+uses it; files by URL; what an offline job would miss."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import hashlib
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,83 +21,11 @@ import yaml
 from codegrpo import hub, preflight
 from tests.hub_standin import COMMIT, HubStandIn
 
-from tests.conftest import REPO_ROOT as REPO
+from tests.conftest import REPO_ROOT as REPO, copy_workflow
 MODEL_ID = "codegrpo-test/tiny-qwen2"
 DATASET_ID = "codegrpo-test/TinyRows-10K"  # datasets snake-cases the cache folder: tiny_rows-10_k
 LCB_ID = "codegrpo-test/lcb-lite"
 KOD_ID = "codegrpo-test/KodRows"
-
-
-def test_refs_of_the_paper_config(paper, local):
-    refs = hub.hub_refs(paper)
-    # the DHRCL model sizes (dhrcl.models; dhrcl.init is unused while they are listed)
-    assert refs["models"] == [("model.base", "LLM4Binary/llm4decompile-6.7b-v2"),
-                              ("dhrcl.models[Qwen3-4B].init", "Qwen/Qwen3-4B"),
-                              ("dhrcl.models[Qwen3-8B].init", "Qwen/Qwen3-8B"),
-                              ("dhrcl.models[Qwen3-14B].init", "Qwen/Qwen3-14B"),
-                              ("dhrcl.reward_model.model", "TIGER-Lab/AceCodeRM-7B"),
-                              ("embedding.server_model_path", "Qwen/Qwen3-Embedding-0.6B")]
-    # the generated SK2Decompile data's source and the KodCode release (each into its own cache_dir, as the data
-    # jobs load them), the BigCodeBench sets, and LiveCodeBench's files of release_v6
-    assert refs["datasets"] == [
-        ("data.generate.source.hub_id", "LLM4Binary/decompile-ghidra-100k", "data/hf-cache"),
-        ("data.kodcode.source.hub_id", "KodCode/KodCode-Light-RL-10K", "data/hf-cache"),
-        ("evaluate.codegen.bigcodebench_full.source", "bigcode/bigcodebench", None),
-        ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
-    assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
-                                      ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, 7)])]
-    # files by URL: the reference's HumanEval- and MBPP-Decompile files and the EvalPlus releases
-    assert [(k, u.rsplit("/", 1)[-1]) for k, u in refs["urls"]] == [
-        ("evaluate.decompile.data", "humaneval_normsrcpseudo.json"),
-        ("evaluate.decompile.mbpp.data", "mbpp_normsrcpseudo.json"),
-        ("evaluate.codegen.humaneval_plus.source", "HumanEvalPlus.jsonl.gz"),
-        ("evaluate.codegen.mbpp_plus.source", "MbppPlus.jsonl.gz")]
-    # tiny model, packaged MiniLM, shipped data and benchmark samples: nothing to fetch
-    assert hub.hub_refs(local) == {"models": [], "datasets": [], "dataset_repos": [], "urls": []}
-
-
-def test_refs_imports_extras_and_sources(paper, tmp_path):
-    cfg = copy.deepcopy(paper)
-    cfg["sft"]["import"] = {"skeleton": "LLM4Binary/sk2decompile-struct-6.7b", "skin": str(tmp_path)}
-    cfg["skin_rl"]["import"] = "Qwen/Qwen3-8B"  # already named by dhrcl.models: listed once
-    cfg["hub"] = {"models": ["org/extra"], "datasets": ["org/more-rows"]}
-    cfg["evaluate"]["decompile"]["embedding"] = {"backend": "local",
-                                                 "local_model_path": "sentence-transformers/all-MiniLM-L6-v2"}
-    cfg["data"]["sk2d_inputs"] = "examples"  # data.generate is not used then
-    cfg["data"]["kodcode"]["source"]["path"] = str(tmp_path)  # a local copy wins over the hub id
-    cfg["evaluate"]["codegen"]["benchmarks"] = ["humaneval", "bigcodebench_hard", "livecodebench"]
-    cfg["evaluate"]["codegen"]["livecodebench"]["version"] = "v5"  # one file: test5.jsonl
-    refs = hub.hub_refs(cfg)
-    assert [k for k, _ in refs["models"]] == ["model.base", "sft.import.skeleton", "skin_rl.import",
-                                              "dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-14B].init",
-                                              "dhrcl.reward_model.model", "embedding.server_model_path",
-                                              "evaluate.decompile.embedding.local_model_path", "hub.models[0]"]
-    assert refs["datasets"] == [("hub.datasets[0]", "org/more-rows", None),
-                                ("evaluate.codegen.bigcodebench_hard.source", "bigcode/bigcodebench-hard", None)]
-    assert refs["dataset_repos"] == [("evaluate.codegen.livecodebench.source", "livecodebench/code_generation_lite",
-                                      ["test5.jsonl"])]
-    assert not hub.is_hub_id("results/runs/x/hf", cfg) and not hub.is_hub_id("tiny") and not hub.is_hub_id("a/b/c")
-
-
-def test_job_env_and_cache_folders(paper, tmp_path):
-    cfg = copy.deepcopy(paper)
-    cfg["hub"] = {"cache_dir": str(tmp_path / "hf"), "offline_jobs": True}
-    env = hub.job_env(cfg, {})
-    assert env == {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                   "TRANSFORMERS_OFFLINE": "1", "CODEGRPO_URL_CACHE": str(tmp_path / "hf" / "codegrpo-urls"),
-                   "CODEGRPO_URLS_OFFLINE": "1"}
-    assert hub.hub_cache(cfg, {"HF_HUB_CACHE": "/elsewhere"}) == tmp_path / "hf" / "hub"  # the config wins
-    cfg["hub"] = {"cache_dir": None, "offline_jobs": False}
-    # nothing configured: jobs keep the environment's HF_HOME; files by URL go under it
-    assert hub.job_env(cfg, {"HF_HOME": "/x"}) == {"CODEGRPO_URL_CACHE": "/x/codegrpo-urls"}
-    assert hub.cache_home(cfg, {"HF_HOME": "/x"}) == Path("/x")
-    assert hub.hub_cache(cfg, {"HF_HOME": "/x", "HF_HUB_CACHE": "/y/hub"}) == Path("/y/hub")
-    assert hub.datasets_cache(cfg, {"HF_HOME": "/x"}) == Path("/x/datasets")
-
-
-def test_paper_config_runs_jobs_offline(paper):
-    assert paper["hub"]["offline_jobs"] is True
-    assert hub.job_env(paper, {})["HF_HUB_OFFLINE"] == "1"
 
 
 def test_prefetch_refuses_to_run_offline(tmp_path):
@@ -261,22 +188,10 @@ def test_prefetch_failure_names_the_key(paper, tmp_path):
     assert "ERR model.base = 'LLM4Binary/llm4decompile-6.7b-v2': download failed" in proc.stdout, proc.stderr[-2000:]
 
 
-def _copy_workflow(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.splitlines()
-    for rel in files:
-        src = REPO / rel
-        if rel.startswith("tests/") or not src.is_file() or src.is_symlink():
-            continue
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel)
-    return dest
-
-
 def test_prefetch_rule_goes_online_while_the_workflow_sets_jobs_offline(tiny_model_dir, tmp_path):
     """`snakemake prefetch` (the rule and its script) with hub.offline_jobs: the Snakemake process exports the
     offline switches for every job, and the prefetch rule alone still downloads, into hub.cache_dir."""
-    wd = _copy_workflow(tmp_path / "wf")
+    wd = copy_workflow(tmp_path / "wf", symlinks=False)
     home = tmp_path / "hf"
     (wd / "site.yaml").write_text(yaml.safe_dump({"hub": {"cache_dir": str(home), "offline_jobs": True,
                                                            "models": [MODEL_ID]}}))

@@ -1,0 +1,24 @@
+"""Snakemake script of rule learning_real_report: report.md, summary.json and the per-step curves."""
+
+import json
+import logging
+import os
+
+from codegrpo.io import log_to, write_json
+from codegrpo.learning_real import summarize, write_report
+from codegrpo.workflow import failure_logged
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm.log[0])
+with failure_logged("learning_real_report failed"):
+    def load(path):
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+
+    after = {v: load(p) for v, p in zip(sm.params.variants, sm.input.after)}
+    run_dirs = {v: os.path.dirname(p) for v, p in zip(sm.params.variants, sm.input.done)}
+    summary = summarize([load(p) for p in sm.input.base], after, run_dirs, load(sm.input.slice))
+    write_json(sm.output.summary, summary)
+    write_report(summary, sm.output.md, sm.output.curves, sm.params.settings)
+    for v, s in summary["variants"].items():
+        logging.info("%s: pass@1 %+.3f (threshold %.3f): %s", v, s["delta_pass@1"], s["threshold"], s["verdict"])
