@@ -16,3 +16,4 @@ lint: setup
 	.venv/bin/snakemake --lint
 	.venv/bin/snakefmt --check .
 	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .

@@ -23,8 +23,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    recs = ingest_dataset("rl", {"path": str(REPO / "data/sk2decompile/sk2decompile-rl-examples.jsonl"),
-                                 "shape": "verl", "stage": "skeleton"}).records
+    recs = ingest_dataset(
+        "rl",
+        {"path": str(REPO / "data/sk2decompile/sk2decompile-rl-examples.jsonl"), "shape": "verl", "stage": "skeleton"},
+    ).records
     psychec = PsycheC()
     workers = len(os.sched_getaffinity(0))
     best = {}

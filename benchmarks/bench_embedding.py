@@ -107,8 +107,10 @@ def main(argv=None) -> int:
     sols, gts = build_batch(args.prompts, args.samples, args.seed)
     n = len(sols)
     summaries = {sk2d._summary_or_none(x) for x in sols + gts} - {None}
-    print(f"batch: {args.prompts} prompts x {args.samples} samples = {n}; distinct candidate texts "
-          f"{len(set(sols))}; distinct summaries to embed {len(summaries)}")
+    print(
+        f"batch: {args.prompts} prompts x {args.samples} samples = {n}; distinct candidate texts "
+        f"{len(set(sols))}; distinct summaries to embed {len(summaries)}"
+    )
     with embedding_service({"backend": "local"}) as svc:
         os.environ.update(svc.env)
         settings = E.settings_from_env({"chunk_size": args.chunk_size})
@@ -122,26 +124,33 @@ def main(argv=None) -> int:
         E.reset_embedders()
         emb = E.get_embedder({"chunk_size": args.chunk_size})
         t0 = time.perf_counter()
-        out = compute_score_batch(["sk2decompile_identifier"] * n, sols, gts, [None] * n,
-                                  embedding={"chunk_size": args.chunk_size})
+        out = compute_score_batch(
+            ["sk2decompile_identifier"] * n, sols, gts, [None] * n, embedding={"chunk_size": args.chunk_size}
+        )
         t_batch = time.perf_counter() - t0
         req_batch = emb.requests
         got = [o["score"] for o in out]
         diff = max(abs(a - b) for a, b in zip(got, ref))
-        print(f"batched (cold cache):   {req_batch:4d} requests  {t_batch:7.3f} s  {n / t_batch:8.1f} samples/s"
-              f"   x{t_ref / t_batch:.1f} faster, {ref_requests / max(req_batch, 1):.0f}x fewer requests;"
-              f" max |score diff| vs per-sample {diff:.2e}")
+        print(
+            f"batched (cold cache):   {req_batch:4d} requests  {t_batch:7.3f} s  {n / t_batch:8.1f} samples/s"
+            f"   x{t_ref / t_batch:.1f} faster, {ref_requests / max(req_batch, 1):.0f}x fewer requests;"
+            f" max |score diff| vs per-sample {diff:.2e}"
+        )
         sols2, gts2 = build_batch(args.prompts, args.samples, args.seed, step=1)
         t0 = time.perf_counter()
-        compute_score_batch(["sk2decompile_identifier"] * n, sols2, gts2, [None] * n,
-                            embedding={"chunk_size": args.chunk_size})
+        compute_score_batch(
+            ["sk2decompile_identifier"] * n, sols2, gts2, [None] * n, embedding={"chunk_size": args.chunk_size}
+        )
         t_step2 = time.perf_counter() - t0
-        print(f"batched, next step:     {emb.requests - req_batch:4d} requests  {t_step2:7.3f} s  "
-              f"{n / t_step2:8.1f} samples/s   (cache hits so far {emb.cache_hits})")
+        print(
+            f"batched, next step:     {emb.requests - req_batch:4d} requests  {t_step2:7.3f} s  "
+            f"{n / t_step2:8.1f} samples/s   (cache hits so far {emb.cache_hits})"
+        )
         if diff > 1e-4:
             raise SystemExit(f"batched scores differ from per-sample scores by {diff}")
-    print(f"RESULT requests {ref_requests} -> {req_batch}; wall {t_ref:.3f} s -> {t_batch:.3f} s "
-          f"(x{t_ref / t_batch:.1f})")
+    print(
+        f"RESULT requests {ref_requests} -> {req_batch}; wall {t_ref:.3f} s -> {t_batch:.3f} s (x{t_ref / t_batch:.1f})"
+    )
     return 0
 
 

@@ -22,8 +22,11 @@ from codegrpo.sandbox import Sandbox, SandboxLimits
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "data" / "codegen_samples"
-CFG = {"evalplus": {"min_time_limit_s": 1.0, "task_timeout_s": 10}, "bigcodebench": {"timeout_s": 20},
-       "livecodebench": {"timeout_s": 2, "task_timeout_s": 30}}
+CFG = {
+    "evalplus": {"min_time_limit_s": 1.0, "task_timeout_s": 10},
+    "bigcodebench": {"timeout_s": 20},
+    "livecodebench": {"timeout_s": 2, "task_timeout_s": 30},
+}
 
 
 def _suites():
@@ -33,10 +36,16 @@ def _suites():
     wrong = "def _cg_unused():\n    pass\n"  # defines no entry point: fails every task
     return {
         "humaneval_plus": (he, lambda p, code, sb: s.score_evalplus(p, code, 0, sb, 10, CFG["evalplus"]), wrong),
-        "livecodebench": (lcb, lambda p, code, sb: s.score_livecodebench(p, code, 0, sb, 2, CFG["livecodebench"]),
-                          "print(0)\n"),
-        "bigcodebench_hard": (bcb, lambda p, code, sb: s.score_bigcodebench(p, code, 0, sb, 20,
-                                                                            CFG["bigcodebench"]), wrong),
+        "livecodebench": (
+            lcb,
+            lambda p, code, sb: s.score_livecodebench(p, code, 0, sb, 2, CFG["livecodebench"]),
+            "print(0)\n",
+        ),
+        "bigcodebench_hard": (
+            bcb,
+            lambda p, code, sb: s.score_bigcodebench(p, code, 0, sb, 20, CFG["bigcodebench"]),
+            wrong,
+        ),
     }
 
 
@@ -57,8 +66,10 @@ def main() -> None:
                         r = score(p, code, sb)
                         times.append(time.perf_counter() - t0)
                         verdicts.add(r.passed == want)
-            print(f"{name}: {len(times)} samples, median {1000 * statistics.median(times):.0f} ms, "
-                  f"total {sum(times):.2f} s; verdicts as expected: {verdicts == {True}}")
+            print(
+                f"{name}: {len(times)} samples, median {1000 * statistics.median(times):.0f} ms, "
+                f"total {sum(times):.2f} s; verdicts as expected: {verdicts == {True}}"
+            )
 
 
 if __name__ == "__main__":

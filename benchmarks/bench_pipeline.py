@@ -62,8 +62,15 @@ def parse_log(text: str) -> list[dict]:
             jobid = int(m.group(1) or m.group(2))
             if jobid in started:
                 rule, t0 = started.pop(jobid)
-                jobs.append({"rule": rule, "jobid": jobid, "start": t0.isoformat(), "end": now.isoformat(),
-                             "seconds": (now - t0).total_seconds()})
+                jobs.append(
+                    {
+                        "rule": rule,
+                        "jobid": jobid,
+                        "start": t0.isoformat(),
+                        "end": now.isoformat(),
+                        "seconds": (now - t0).total_seconds(),
+                    }
+                )
     return sorted(jobs, key=lambda j: (j["start"], j["jobid"]))
 
 
@@ -115,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("targets", nargs="*", help="Snakemake targets (default: the default target, all)")
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--venv", type=Path, default=Path(sys.executable).parent.parent,
-                    help="virtual environment with snakemake (default: the one running this script)")
+    ap.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(sys.executable).parent.parent,
+        help="virtual environment with snakemake (default: the one running this script)",
+    )
     ap.add_argument("--workdir", type=Path, default=None, help="where to make the copy (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the copy and its results")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
@@ -142,8 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     def enter_cgroup():  # in the child, before snakemake starts: everything it starts is counted
         (cg / "cgroup.procs").write_text(str(os.getpid()))
 
-    proc = subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          preexec_fn=enter_cgroup if cg else None)
+    proc = subprocess.run(
+        cmd,
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=enter_cgroup if cg else None,
+    )
     wall = time.monotonic() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cg_cpu = None
@@ -164,24 +182,40 @@ def main(argv: list[str] | None = None) -> int:
     ncpu = os.cpu_count() or 1
     job_sum = sum(j["seconds"] for j in jobs)
     figures = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": head.strip(), "command": cmd,
-        "returncode": proc.returncode, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
-        "cpu_counted": "cgroup (every descendant)" if cg_cpu is not None else "waited-for processes only (a lower bound)",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "commit": head.strip(),
+        "command": cmd,
+        "returncode": proc.returncode,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "cpu_counted": "cgroup (every descendant)"
+        if cg_cpu is not None
+        else "waited-for processes only (a lower bound)",
         "cpu_waited_s": round(waited, 1),
-        "cpu_per_wall": round(cpu / wall, 2), "jobs": len(jobs), "job_seconds_sum": job_sum,
-        "jobs_side_by_side": round(job_sum / wall, 2) if wall else None, "rules": rules,
-        "machine": {"cpus": ncpu, "load_before": [round(x, 2) for x in load_before],
-                    "load_after": [round(x, 2) for x in load_after],
-                    "busy_cores_during_run": round(ncpu * (busy1 - busy0) / max(1, total1 - total0), 2)},
+        "cpu_per_wall": round(cpu / wall, 2),
+        "jobs": len(jobs),
+        "job_seconds_sum": job_sum,
+        "jobs_side_by_side": round(job_sum / wall, 2) if wall else None,
+        "rules": rules,
+        "machine": {
+            "cpus": ncpu,
+            "load_before": [round(x, 2) for x in load_before],
+            "load_after": [round(x, 2) for x in load_after],
+            "busy_cores_during_run": round(ncpu * (busy1 - busy0) / max(1, total1 - total0), 2),
+        },
     }
     if proc.returncode != 0:
         print(proc.stdout[-5000:])
-    print(f"\nwall {wall:.0f} s ({wall / 60:.1f} min)   CPU {cpu:.0f} s   CPU/wall {cpu / wall:.2f} of {args.cores} cores"
-          f"   exit {proc.returncode}   (CPU of {figures['cpu_counted']})")
+    print(
+        f"\nwall {wall:.0f} s ({wall / 60:.1f} min)   CPU {cpu:.0f} s   CPU/wall {cpu / wall:.2f} of {args.cores} cores"
+        f"   exit {proc.returncode}   (CPU of {figures['cpu_counted']})"
+    )
     print(f"jobs {len(jobs)}   sum of job durations {job_sum:.0f} s = {figures['jobs_side_by_side']} x wall")
-    print(f"machine: {ncpu} CPUs, load {' '.join(f'{x:.2f}' for x in load_before)} before, "
-          f"{' '.join(f'{x:.2f}' for x in load_after)} after; "
-          f"{figures['machine']['busy_cores_during_run']} cores busy on average during the run (all users)")
+    print(
+        f"machine: {ncpu} CPUs, load {' '.join(f'{x:.2f}' for x in load_before)} before, "
+        f"{' '.join(f'{x:.2f}' for x in load_after)} after; "
+        f"{figures['machine']['busy_cores_during_run']} cores busy on average during the run (all users)"
+    )
     print(f"\n{'rule':<30} {'jobs':>5} {'seconds':>8} {'longest':>8}")
     for name, r in rules.items():
         print(f"{name:<30} {r['jobs']:>5} {r['seconds']:>8.0f} {r['longest']:>8.0f}")

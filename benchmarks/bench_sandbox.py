@@ -75,16 +75,22 @@ def main(argv=None) -> int:
     ratio = sum(t_fresh) / sum(t_server)
     med_ratio = statistics.median(t_fresh) / statistics.median(t_server)
     load = os.getloadavg()[0]
-    print(f"samples={len(pairs)} fresh: total {sum(t_fresh):.2f}s, median {1000 * statistics.median(t_fresh):.0f} ms "
-          f"| server: total {sum(t_server):.2f}s, median {1000 * statistics.median(t_server):.0f} ms "
-          f"| load average {load:.1f} on {os.cpu_count()} CPUs")
-    print(f"speedup fork-server vs fresh process: {ratio:.1f}x total, {med_ratio:.1f}x median "
-          f"(target >= {args.target:.0f}x); identical results: {same}")
+    print(
+        f"samples={len(pairs)} fresh: total {sum(t_fresh):.2f}s, median {1000 * statistics.median(t_fresh):.0f} ms "
+        f"| server: total {sum(t_server):.2f}s, median {1000 * statistics.median(t_server):.0f} ms "
+        f"| load average {load:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"speedup fork-server vs fresh process: {ratio:.1f}x total, {med_ratio:.1f}x median "
+        f"(target >= {args.target:.0f}x); identical results: {same}"
+    )
     workers = os.cpu_count() or 1
     t_batch, r_batch = _run_batch(pairs, workers)
     same_batch = r_batch == r_fresh
-    print(f"batch as the DHRCL reward runs it ({workers} fork servers, run_tests_many): {t_batch:.2f}s "
-          f"-> {sum(t_fresh) / t_batch:.1f}x the fresh-process-per-sample total; identical results: {same_batch}")
+    print(
+        f"batch as the DHRCL reward runs it ({workers} fork servers, run_tests_many): {t_batch:.2f}s "
+        f"-> {sum(t_fresh) / t_batch:.1f}x the fresh-process-per-sample total; identical results: {same_batch}"
+    )
     same = same and same_batch
     if not same:
         for i, (a, b) in enumerate(zip(r_fresh, r_server)):

@@ -53,7 +53,7 @@ def _variant(gt: str, kind: str, rng: random.Random) -> str:
     if kind == "syntax":
         idx = [i for i, c in enumerate(gt) if c in ";)}"]
         i = rng.choice(idx) if idx else 0
-        return gt[:i] + gt[i + 1:]
+        return gt[:i] + gt[i + 1 :]
     if kind == "empty":
         return ""
     raise ValueError(kind)
@@ -63,8 +63,19 @@ def build_batch(n_prompts: int, n_samples: int, seed: int = 0):
     rows = [json.loads(line) for line in DATA.open(encoding="utf-8")]
     rng = random.Random(seed)
     chosen = rng.sample(rows, n_prompts)
-    kinds = ["exact", "exact", "renamed", "renamed", "deleted", "deleted", "deleted", "syntax", "syntax", "syntax",
-             "empty"]
+    kinds = [
+        "exact",
+        "exact",
+        "renamed",
+        "renamed",
+        "deleted",
+        "deleted",
+        "deleted",
+        "syntax",
+        "syntax",
+        "syntax",
+        "empty",
+    ]
     sols, gts, infos = [], [], []
     for r in chosen:
         gt = r["reward_model"]["ground_truth"]
@@ -93,8 +104,9 @@ def bare_compile_seconds(sources) -> float:
             with open(src, "w") as fh:
                 fh.write(text)
             t0 = time.perf_counter()
-            subprocess.run(["gcc", "-c", "temp.c", "-o", "temp.o"], cwd=d, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            subprocess.run(
+                ["gcc", "-c", "temp.c", "-o", "temp.o"], cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             total += time.perf_counter() - t0
     return total
 
@@ -116,8 +128,10 @@ def main(argv=None) -> int:
     sources = [render_source(e.get("header", ""), s) for s, e in zip(sols, infos)]
     unique = list(dict.fromkeys(sources))
     print(f"gcc: {gcc_version(GCC)}; cores: {cores}; engine workers: {workers}")
-    print(f"batch: {args.prompts} prompts x {args.samples} samples = {n}; unique sources {len(unique)} "
-          f"({100 * (1 - len(unique) / n):.0f}% duplicates)")
+    print(
+        f"batch: {args.prompts} prompts x {args.samples} samples = {n}; unique sources {len(unique)} "
+        f"({100 * (1 - len(unique) / n):.0f}% duplicates)"
+    )
 
     base_times = []
     for _ in range(max(1, min(args.repeats, 2))):  # the baseline is slow: at most two runs
@@ -125,9 +139,11 @@ def main(argv=None) -> int:
         ref = baseline(sols, gts, infos)
         base_times.append(time.perf_counter() - t0)
     t_base = statistics.median(base_times)
-    print(f"baseline (reference, serial):  {t_base:7.3f} s  {n / t_base:8.1f} samples/s   "
-          f"(runs: {', '.join(f'{t:.2f}' for t in base_times)} s)   "
-          f"scores: {sum(x > 0 for x in ref)}/{n} nonzero, mean {statistics.mean(ref):.3f}")
+    print(
+        f"baseline (reference, serial):  {t_base:7.3f} s  {n / t_base:8.1f} samples/s   "
+        f"(runs: {', '.join(f'{t:.2f}' for t in base_times)} s)   "
+        f"scores: {sum(x > 0 for x in ref)}/{n} nonzero, mean {statistics.mean(ref):.3f}"
+    )
 
     def run_engine(mode: str):
         times, warm = [], None
@@ -150,17 +166,23 @@ def main(argv=None) -> int:
         times, warm = run_engine(mode)
         best, med = min(times), statistics.median(times)
         results[mode] = med
-        print(f"engine {mode:5s} (cold cache):     {med:7.3f} s  {n / med:8.1f} samples/s   "
-              f"(best {n / best:.1f}/s over {len(times)} runs)   x{t_base / med:.1f} vs baseline (best "
-              f"x{t_base / best:.1f}); warm step {warm * 1000:.1f} ms")
+        print(
+            f"engine {mode:5s} (cold cache):     {med:7.3f} s  {n / med:8.1f} samples/s   "
+            f"(best {n / best:.1f}/s over {len(times)} runs)   x{t_base / med:.1f} vs baseline (best "
+            f"x{t_base / best:.1f}); warm step {warm * 1000:.1f} ms"
+        )
 
     t_bare = bare_compile_seconds(unique)
     floor_s = t_bare / cores
-    print(f"floor (bare gcc -c of {len(unique)} unique sources / {cores} cores): {floor_s:7.3f} s  "
-          f"{n / floor_s:8.1f} samples/s")
-    print(f"RESULT ratio engine/baseline = {t_base / results['fast']:.2f}x ; engine time / floor = "
-          f"{results['fast'] / floor_s:.2f} (exact mode: x{t_base / results['exact']:.2f}, "
-          f"{results['exact'] / floor_s:.2f} of floor); identical scores: yes")
+    print(
+        f"floor (bare gcc -c of {len(unique)} unique sources / {cores} cores): {floor_s:7.3f} s  "
+        f"{n / floor_s:8.1f} samples/s"
+    )
+    print(
+        f"RESULT ratio engine/baseline = {t_base / results['fast']:.2f}x ; engine time / floor = "
+        f"{results['fast'] / floor_s:.2f} (exact mode: x{t_base / results['exact']:.2f}, "
+        f"{results['exact'] / floor_s:.2f} of floor); identical scores: yes"
+    )
     return 0
 
 

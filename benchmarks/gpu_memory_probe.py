@@ -28,11 +28,26 @@ import time
 
 SHAPES = {
     # deepseek-coder-6.7b (SK²Decompile's base): Llama architecture
-    "llama-6.7b": dict(arch="llama", hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32256),
+    "llama-6.7b": dict(
+        arch="llama",
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        vocab_size=32256,
+    ),
     # Qwen3-8B (DHRCL's main size)
-    "qwen3-8b": dict(arch="qwen3", hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936),
+    "qwen3-8b": dict(
+        arch="qwen3",
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+    ),
 }
 
 
@@ -111,8 +126,15 @@ def probe_shape(name: str, shape: dict, settings) -> dict:
     for batch, seq, ckpt in settings:
         m2, _ = per[(2, batch, seq, ckpt)]
         m4, _ = per[(4, batch, seq, ckpt)]
-        row = {"micro_batch": batch, "seq": seq, "grad_ckpt": ckpt, "saved_2": m2["saved"], "saved_4": m4["saved"],
-               "peak_2": m2["peak"], "peak_4": m4["peak"]}
+        row = {
+            "micro_batch": batch,
+            "seq": seq,
+            "grad_ckpt": ckpt,
+            "saved_2": m2["saved"],
+            "saved_4": m4["saved"],
+            "peak_2": m2["peak"],
+            "peak_4": m4["peak"],
+        }
         if m2["saved"] is not None and m4["saved"] is not None:
             pl = (m4["saved"] - m2["saved"]) / 2
             row["per_layer_saved"] = pl
@@ -147,8 +169,17 @@ def throughput(shape: dict, batch: int, seq: int, repeats: int = 3) -> dict:
     t = sorted(times)[len(times) // 2]
     tok = batch * seq
     # 6 N FLOPs per token for forward + backward, 8 N with the recomputed forward of gradient checkpointing
-    return {"params": n, "micro_batch": batch, "seq": seq, "grad_ckpt": True, "median_s": t, "times_s": times,
-            "tokens_per_s": tok / t, "model_tflops_6N": 6 * n * tok / t / 1e12, "peak_bytes": peak}
+    return {
+        "params": n,
+        "micro_batch": batch,
+        "seq": seq,
+        "grad_ckpt": True,
+        "median_s": t,
+        "times_s": times,
+        "tokens_per_s": tok / t,
+        "model_tflops_6N": 6 * n * tok / t / 1e12,
+        "peak_bytes": peak,
+    }
 
 
 def main(argv=None) -> int:
@@ -160,16 +191,28 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES))
     args = ap.parse_args(argv)
     settings = [(1, 3072, False), (4, 3072, False), (4, 3072, True), (1, 8192, False), (1, 8192, True)]
-    report = {"gpu": torch.cuda.get_device_name(0), "gpu_memory": torch.cuda.get_device_properties(0).total_memory,
-              "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
-              "attention": "sdpa", "dtype": "bfloat16", "shapes": {}, "throughput": {}}
+    report = {
+        "gpu": torch.cuda.get_device_name(0),
+        "gpu_memory": torch.cuda.get_device_properties(0).total_memory,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "attention": "sdpa",
+        "dtype": "bfloat16",
+        "shapes": {},
+        "throughput": {},
+    }
     for name in args.shapes.split(","):
         t0 = time.time()
         report["shapes"][name] = probe_shape(name, SHAPES[name], settings)
         report["throughput"][name] = throughput(SHAPES[name], 4, 3072)
         print(f"{name}: {time.time() - t0:.0f} s", flush=True)
-        print(json.dumps({"memory": report["shapes"][name]["settings"], "throughput": report["throughput"][name]},
-                         indent=1), flush=True)
+        print(
+            json.dumps(
+                {"memory": report["shapes"][name]["settings"], "throughput": report["throughput"][name]}, indent=1
+            ),
+            flush=True,
+        )
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)
     return 0

@@ -27,10 +27,24 @@ import tempfile
 import time
 from pathlib import Path
 
-ACECODERM_7B = dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-                    num_key_value_heads=4, vocab_size=152064, max_position_embeddings=32768)
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            vocab_size=1024, max_position_embeddings=32768)
+ACECODERM_7B = dict(
+    hidden_size=3584,
+    intermediate_size=18944,
+    num_hidden_layers=28,
+    num_attention_heads=28,
+    num_key_value_heads=4,
+    vocab_size=152064,
+    max_position_embeddings=32768,
+)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=1024,
+    max_position_embeddings=32768,
+)
 
 
 def build_folder(folder: Path, shape: dict, seed: int = 0) -> Path:
@@ -40,17 +54,53 @@ def build_folder(folder: Path, shape: dict, seed: int = 0) -> Path:
 
     from codegrpo.models import train_tokenizer
 
-    words = ["def", "return", "for", "in", "range", "if", "else", "x", "y", "nums", "result", "append", "(", ")",
-             ":", "=", "+", "-", "*", "list", "int", "str", "sum", "len", "while", "True", "False", "None"]
+    words = [
+        "def",
+        "return",
+        "for",
+        "in",
+        "range",
+        "if",
+        "else",
+        "x",
+        "y",
+        "nums",
+        "result",
+        "append",
+        "(",
+        ")",
+        ":",
+        "=",
+        "+",
+        "-",
+        "*",
+        "list",
+        "int",
+        "str",
+        "sum",
+        "len",
+        "while",
+        "True",
+        "False",
+        "None",
+    ]
     rng = torch.Generator().manual_seed(seed)
     corpus = [" ".join(words[int(i)] for i in torch.randint(len(words), (64,), generator=rng)) for _ in range(200)]
     tok = train_tokenizer(corpus, vocab_size=512)
-    Qwen2Config(**shape, tie_word_embeddings=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                bos_token_id=None).save_pretrained(folder)
+    Qwen2Config(
+        **shape,
+        tie_word_embeddings=False,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+    ).save_pretrained(folder)
     tok.save_pretrained(folder)
     h = shape["hidden_size"]
-    save_file({"v_head.summary.weight": torch.randn((1, h), generator=rng) / h ** 0.5,
-               "v_head.summary.bias": torch.zeros(1)}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {"v_head.summary.weight": torch.randn((1, h), generator=rng) / h**0.5, "v_head.summary.bias": torch.zeros(1)},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     return folder
 
 
@@ -70,9 +120,15 @@ def main(argv=None) -> None:
     from codegrpo.rewards.reward_model import RewardModelScorer
 
     cuda = args.device.startswith("cuda")
-    out: dict = {"device": args.device, "dtype": args.dtype, "batch_size": args.batch_size,
-                 "max_length": args.max_length, "shape": "tiny" if args.tiny else "AceCodeRM-7B",
-                 "torch": torch.__version__, "python": platform.python_version()}
+    out: dict = {
+        "device": args.device,
+        "dtype": args.dtype,
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "shape": "tiny" if args.tiny else "AceCodeRM-7B",
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
     if cuda:
         out["gpu"] = torch.cuda.get_device_name(0)
     import transformers
@@ -81,16 +137,19 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_folder(Path(tmp) / "rm", TINY if args.tiny else ACECODERM_7B)
         t0 = time.perf_counter()
-        scorer = RewardModelScorer(folder, dtype=args.dtype, device=args.device, max_length=args.max_length,
-                                   batch_size=args.batch_size)
+        scorer = RewardModelScorer(
+            folder, dtype=args.dtype, device=args.device, max_length=args.max_length, batch_size=args.batch_size
+        )
         out["load_s"] = round(time.perf_counter() - t0, 1)
     if cuda:
         torch.cuda.synchronize()
         out["weights_bytes"] = torch.cuda.memory_allocated()
     words = "def f ( x ) : return x + 1 for i in range ( n ) : result . append ( nums [ i ] )".split()
     long_text = " ".join(words[i % len(words)] for i in range(4 * args.max_length))
-    pairs = [(f"question {i}: " + long_text[:len(long_text) // 4], f"program {i} " + long_text)
-             for i in range(args.batch_size)]
+    pairs = [
+        (f"question {i}: " + long_text[: len(long_text) // 4], f"program {i} " + long_text)
+        for i in range(args.batch_size)
+    ]
     assert all(len(scorer.encode(q, r)) == args.max_length for q, r in pairs)
     scorer.score([("warm up", "def f(x):\n    return x")])
     if cuda:
@@ -101,8 +160,12 @@ def main(argv=None) -> None:
     if cuda:
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
-    out.update(score_s=round(dt, 3), tokens=args.batch_size * args.max_length,
-               tokens_per_s=round(args.batch_size * args.max_length / dt), scores=scores)
+    out.update(
+        score_s=round(dt, 3),
+        tokens=args.batch_size * args.max_length,
+        tokens_per_s=round(args.batch_size * args.max_length / dt),
+        scores=scores,
+    )
     if cuda:
         out["peak_bytes"] = torch.cuda.max_memory_allocated()
         out["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
@@ -113,9 +176,15 @@ def main(argv=None) -> None:
     out["padding_max_abs_diff"] = max(abs(a - b) for a, b in zip(batched, alone))
     out["padding_scores"] = {"batched": batched, "alone": alone}
     if not args.tiny:
-        out["budget_estimate"] = reward_model_memory({}, {"model": "TIGER-Lab/AceCodeRM-7B", "dtype": args.dtype,
-                                                          "batch_size": args.batch_size,
-                                                          "max_length": args.max_length})
+        out["budget_estimate"] = reward_model_memory(
+            {},
+            {
+                "model": "TIGER-Lab/AceCodeRM-7B",
+                "dtype": args.dtype,
+                "batch_size": args.batch_size,
+                "max_length": args.max_length,
+            },
+        )
     Path(args.out).write_text(json.dumps(out, indent=2))
     print(json.dumps({k: v for k, v in out.items() if k not in ("scores", "padding_scores")}, indent=2))
 

@@ -51,8 +51,22 @@ KODCODE = "kodcode"
 #: the toy reward of the learning checks (docs/learning.md)
 TOY_TARGET_CHARS = "toy_target_chars"
 #: what the KODCODE (DHRCL) reward reports per sample beside its score (codegrpo.rewards.dhrcl)
-DHRCL_RESULT_KEYS = ("r_syntax", "r_exec", "r_pass", "r_ast", "a_syntax", "a_exec", "a_pass", "stage", "all_passed",
-                     "timed_out", "hack_detected", "hack_guard", "rm_score", "r_dense")
+DHRCL_RESULT_KEYS = (
+    "r_syntax",
+    "r_exec",
+    "r_pass",
+    "r_ast",
+    "a_syntax",
+    "a_exec",
+    "a_pass",
+    "stage",
+    "all_passed",
+    "timed_out",
+    "hack_detected",
+    "hack_guard",
+    "rm_score",
+    "r_dense",
+)
 
 #: the data_source data preparation writes for each SK²Decompile stage
 STAGE_DATA_SOURCE = {"skeleton": SK2D_STRUCTURE, "skin": SK2D_IDENTIFIER}
@@ -99,7 +113,7 @@ def _trim_blank_lines(lines: list[str]) -> str:
 
 
 def _dedent(line: str, indent: str) -> str:
-    return line[len(indent):] if line.startswith(indent) else line.lstrip(" \t")
+    return line[len(indent) :] if line.startswith(indent) else line.lstrip(" \t")
 
 
 def extract_code(completion: str) -> str:

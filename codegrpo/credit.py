@@ -27,14 +27,21 @@ def mode_for_stage(stage: int) -> str:
         raise ValueError(f"DHRCL stage must be 1, 2 or 3, got {stage!r}") from None
 
 
-def token_weights(old_log_prob: torch.Tensor, response_mask: torch.Tensor, mode: str = "uniform",
-                  tau: float = 1.0, w_min: float = 0.25, w_max: float = 4.0) -> torch.Tensor:
+def token_weights(
+    old_log_prob: torch.Tensor,
+    response_mask: torch.Tensor,
+    mode: str = "uniform",
+    tau: float = 1.0,
+    w_min: float = 0.25,
+    w_max: float = 4.0,
+) -> torch.Tensor:
     """Per-token weights ``[batch, resp_len]`` with mean 1 over each response's valid tokens (detached)."""
     if mode not in MODES:
         raise ValueError(f"unknown DHRCL token weighting {mode!r}; one of {', '.join(MODES)}")
     if old_log_prob.shape != response_mask.shape:
-        raise ValueError(f"old_log_prob {tuple(old_log_prob.shape)} and response_mask "
-                         f"{tuple(response_mask.shape)} differ in shape")
+        raise ValueError(
+            f"old_log_prob {tuple(old_log_prob.shape)} and response_mask {tuple(response_mask.shape)} differ in shape"
+        )
     if not (0 < w_min <= 1 <= w_max):
         raise ValueError(f"need 0 < w_min <= 1 <= w_max, got w_min={w_min}, w_max={w_max}")
     with torch.no_grad():
@@ -59,7 +66,8 @@ def token_weights(old_log_prob: torch.Tensor, response_mask: torch.Tensor, mode:
     return w.to(old_log_prob.dtype)
 
 
-def weighted_advantages(advantages: torch.Tensor, old_log_prob: torch.Tensor, response_mask: torch.Tensor,
-                        mode: str, **kw) -> torch.Tensor:
+def weighted_advantages(
+    advantages: torch.Tensor, old_log_prob: torch.Tensor, response_mask: torch.Tensor, mode: str, **kw
+) -> torch.Tensor:
     """``A_{i,t} = w_t * A_i`` (the same weights for positive and negative advantages)."""
     return advantages * token_weights(old_log_prob, response_mask, mode, **kw)

@@ -123,8 +123,15 @@ class CurriculumController:
         value = metrics.get(metric) if metric else None
         if value is not None:
             value = float(value)
-        entry = {"step": step, "stage": self.stage, "metric": metric, "value": value,
-                 "slope": None, "plateau": None, "plateau_count": self.plateau_count}
+        entry = {
+            "step": step,
+            "stage": self.stage,
+            "metric": metric,
+            "value": value,
+            "slope": None,
+            "plateau": None,
+            "plateau_count": self.plateau_count,
+        }
         self.history.append(entry)
         in_stage = step - self.stage_start_step
         if self.stage >= NUM_STAGES:
@@ -132,16 +139,22 @@ class CurriculumController:
 
         if cfg.forced_schedule is not None:
             if in_stage >= int(cfg.forced_schedule[self.stage - 1]):
-                return self._advance(step, f"forced schedule: {in_stage} >= {cfg.forced_schedule[self.stage - 1]} "
-                                           f"steps in stage {self.stage}", entry, "forced_schedule")
+                return self._advance(
+                    step,
+                    f"forced schedule: {in_stage} >= {cfg.forced_schedule[self.stage - 1]} steps in stage {self.stage}",
+                    entry,
+                    "forced_schedule",
+                )
             return Decision(self.stage, False, "forced schedule", entry)
 
         if value is None:
-            raise KeyError(f"curriculum: validation metrics lack {metric!r} (stage {self.stage}); got {sorted(metrics)}")
+            raise KeyError(
+                f"curriculum: validation metrics lack {metric!r} (stage {self.stage}); got {sorted(metrics)}"
+            )
         vals = self._stage_values()
         reason = "collecting"
         if len(vals) >= cfg.window:
-            window = vals[-cfg.window:]
+            window = vals[-cfg.window :]
             slope = ls_slope(window)
             saturated = value >= cfg.saturation
             flat = slope < cfg.epsilon
@@ -155,13 +168,18 @@ class CurriculumController:
                 why.append(f"{metric} {value:.4f} >= saturation {cfg.saturation}")
             reason = ("plateau: " + " and ".join(why)) if plateau else f"rising: slope {slope:.5f}"
             if self.plateau_count >= cfg.patience and in_stage >= cfg.min_steps_per_stage:
-                return self._advance(step, f"{reason}; {self.plateau_count} consecutive plateau checks "
-                                           f">= patience {cfg.patience}; {in_stage} steps in stage", entry,
-                                     "saturation" if saturated else "plateau")
+                return self._advance(
+                    step,
+                    f"{reason}; {self.plateau_count} consecutive plateau checks "
+                    f">= patience {cfg.patience}; {in_stage} steps in stage",
+                    entry,
+                    "saturation" if saturated else "plateau",
+                )
         max_steps = cfg.max_steps_for(self.stage)
         if max_steps is not None and in_stage >= max_steps:
-            return self._advance(step, f"max steps: {in_stage} >= {max_steps} steps in stage {self.stage}", entry,
-                                 "max_steps")
+            return self._advance(
+                step, f"max steps: {in_stage} >= {max_steps} steps in stage {self.stage}", entry, "max_steps"
+            )
         return Decision(self.stage, False, reason, entry)
 
     def _advance(self, step: int, reason: str, entry: dict, kind: str) -> Decision:
@@ -171,10 +189,20 @@ class CurriculumController:
         self.stage += 1
         self.stage_start_step = step
         self.plateau_count = 0
-        self.transitions.append({"step": step, "from": old, "to": self.stage, "kind": kind, "reason": reason,
-                                 "metric": entry.get("metric"), "value": entry.get("value"),
-                                 "slope": entry.get("slope"), "window": self.config.window,
-                                 "steps_in_stage": step - started})
+        self.transitions.append(
+            {
+                "step": step,
+                "from": old,
+                "to": self.stage,
+                "kind": kind,
+                "reason": reason,
+                "metric": entry.get("metric"),
+                "value": entry.get("value"),
+                "slope": entry.get("slope"),
+                "window": self.config.window,
+                "steps_in_stage": step - started,
+            }
+        )
         entry["advanced_to"] = self.stage
         return Decision(self.stage, True, reason, entry)
 
@@ -184,9 +212,16 @@ class CurriculumController:
         cfg["stage_metrics"] = {str(k): v for k, v in self.config.stage_metrics.items()}
         import json
 
-        state = {"version": 1, "stage": self.stage, "stage_name": STAGE_NAMES[self.stage],
-                 "stage_start_step": self.stage_start_step, "plateau_count": self.plateau_count,
-                 "config": cfg, "history": list(self.history), "transitions": list(self.transitions)}
+        state = {
+            "version": 1,
+            "stage": self.stage,
+            "stage_name": STAGE_NAMES[self.stage],
+            "stage_start_step": self.stage_start_step,
+            "plateau_count": self.plateau_count,
+            "config": cfg,
+            "history": list(self.history),
+            "transitions": list(self.transitions),
+        }
         return json.loads(json.dumps(state))  # plain JSON types (tuples -> lists), detached from live state
 
     @classmethod

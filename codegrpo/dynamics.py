@@ -65,8 +65,12 @@ def steps_to_target(rows: Sequence[Mapping], metric: str, target: float) -> dict
     """First validated step whose ``metric`` reaches ``target``, with the GPU-hours and wall-clock to get there."""
     for step, v in validation_curve(rows, metric):
         if v >= target:
-            return {"step": step, "value": v, "gpu_hours": cumulative(rows, GPU_HOURS_KEY, step),
-                    "wall_s": cumulative(rows, STEP_S_KEY, step)}
+            return {
+                "step": step,
+                "value": v,
+                "gpu_hours": cumulative(rows, GPU_HOURS_KEY, step),
+                "wall_s": cumulative(rows, STEP_S_KEY, step),
+            }
     return None
 
 
@@ -89,8 +93,12 @@ def read_runs(paths: Mapping[str, str | os.PathLike]) -> dict[str, list[dict]]:
     return {run: (read_metrics(p) if Path(p).is_file() else []) for run, p in paths.items()}
 
 
-def efficiency_rows(runs: Mapping[str, Sequence[Mapping]], grpo_variant: str = "baseline_binary",
-                    fraction: float = 0.9, metric: str = "all_passed") -> tuple[list[dict], list[str]]:
+def efficiency_rows(
+    runs: Mapping[str, Sequence[Mapping]],
+    grpo_variant: str = "baseline_binary",
+    fraction: float = 0.9,
+    metric: str = "all_passed",
+) -> tuple[list[dict], list[str]]:
     """One row per run (see the module docstring) and notes on what could not be computed."""
     if not 0 < fraction <= 1:
         raise ValueError(f"efficiency fraction must be in (0, 1], got {fraction}")
@@ -101,9 +109,19 @@ def efficiency_rows(runs: Mapping[str, Sequence[Mapping]], grpo_variant: str = "
     for run in sorted(runs, key=lambda r: (parsed[r][0] or "", parsed[r][2], parsed[r][1] != grpo_variant, r)):
         model, variant, seed = parsed[run]
         rows = runs[run]
-        row = {"_run": run, "model": model or "", "variant": variant, "seed": seed, **step_costs(rows),
-               "degenerate_mean": None, "target": None, "steps": None, "gpu_hours": None, "steps_ratio": None,
-               "gpu_hours_ratio": None}
+        row = {
+            "_run": run,
+            "model": model or "",
+            "variant": variant,
+            "seed": seed,
+            **step_costs(rows),
+            "degenerate_mean": None,
+            "target": None,
+            "steps": None,
+            "gpu_hours": None,
+            "steps_ratio": None,
+            "gpu_hours_ratio": None,
+        }
         _, deg = degenerate_curve(rows)
         row["degenerate_mean"] = sum(deg) / len(deg) if deg else None
         b = base.get((model, seed))

@@ -34,8 +34,13 @@ def create_app(model, served_name: str, max_inputs: int = 4096):
 
     def encode(texts):
         with lock:
-            return model.encode(texts, batch_size=min(64, len(texts)), normalize_embeddings=True,
-                                convert_to_numpy=True, show_progress_bar=False)
+            return model.encode(
+                texts,
+                batch_size=min(64, len(texts)),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
@@ -67,8 +72,12 @@ def create_app(model, served_name: str, max_inputs: int = 4096):
             else:
                 emb = [float(x) for x in v]
             data.append({"object": "embedding", "index": i, "embedding": emb})
-        return {"object": "list", "data": data, "model": served_name,
-                "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
+        return {
+            "object": "list",
+            "data": data,
+            "model": served_name,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        }
 
     return app
 
@@ -78,10 +87,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--model-path", default="", help="sentence-transformers directory (default: packaged MiniLM)")
-    ap.add_argument("--served-model-name", default="", help="name clients pass as 'model' (default: the "
-                    "packaged model's name, or the directory name)")
-    ap.add_argument("--sha256", default="", help="expected sha256 of model.safetensors (default: the pinned "
-                    "MiniLM sha for the packaged model, no check for another directory)")
+    ap.add_argument(
+        "--served-model-name",
+        default="",
+        help="name clients pass as 'model' (default: the packaged model's name, or the directory name)",
+    )
+    ap.add_argument(
+        "--sha256",
+        default="",
+        help="expected sha256 of model.safetensors (default: the pinned "
+        "MiniLM sha for the packaged model, no check for another directory)",
+    )
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
@@ -93,8 +109,14 @@ def main(argv: list[str] | None = None) -> None:
     name = args.served_model_name or (MINILM_NAME if packaged else os.path.basename(args.model_path.rstrip("/")))
     t0 = time.perf_counter()
     model = load_local_model(args.model_path, args.device, args.sha256)
-    log.info("loaded %s as %r in %.1fs; listening on http://%s:%d/v1", args.model_path or "packaged MiniLM", name,
-             time.perf_counter() - t0, args.host, args.port)
+    log.info(
+        "loaded %s as %r in %.1fs; listening on http://%s:%d/v1",
+        args.model_path or "packaged MiniLM",
+        name,
+        time.perf_counter() - t0,
+        args.host,
+        args.port,
+    )
     import uvicorn
 
     uvicorn.run(create_app(model, name), host=args.host, port=args.port, log_level=args.log_level)

@@ -65,25 +65,55 @@ def load_env(path: str | os.PathLike) -> EnvSpec:
     pips = [d["pip"] for d in data["dependencies"] if isinstance(d, dict) and "pip" in d]
     if len(pips) > 1 or (pips and not isinstance(pips[0], list)):
         raise EnvCheckError(f"{path}: field `dependencies.pip` must be one list")
-    return EnvSpec(path=path, name=str(data.get("name") or path.stem), python=".".join(parts[:2]),
-                   pip=[str(x) for x in (pips[0] if pips else [])])
+    return EnvSpec(
+        path=path,
+        name=str(data.get("name") or path.stem),
+        python=".".join(parts[:2]),
+        pip=[str(x) for x in (pips[0] if pips else [])],
+    )
 
 
-def pip_check_command(spec: EnvSpec, requirements: Path, report: Path, *,
-                      python_exe: str = sys.executable) -> list[str]:
+def pip_check_command(
+    spec: EnvSpec, requirements: Path, report: Path, *, python_exe: str = sys.executable
+) -> list[str]:
     """The pip command that resolves ``spec`` for its own Python version without installing anything.
 
     When the running interpreter has the environment's Python version (and this is Linux x86_64, like the
     clusters), pip resolves natively and may build an sdist's metadata. Otherwise it targets the version
     with ``--python-version`` / ``--platform`` and, as pip then requires, wheels only.
     """
-    cmd = [python_exe, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed",
-           "--progress-bar", "off", "--report", str(report), "-r", str(requirements)]
-    native = (f"{sys.version_info.major}.{sys.version_info.minor}" == spec.python
-              and sys.platform == "linux" and platform.machine() == "x86_64")
+    cmd = [
+        python_exe,
+        "-m",
+        "pip",
+        "--isolated",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--progress-bar",
+        "off",
+        "--report",
+        str(report),
+        "-r",
+        str(requirements),
+    ]
+    native = (
+        f"{sys.version_info.major}.{sys.version_info.minor}" == spec.python
+        and sys.platform == "linux"
+        and platform.machine() == "x86_64"
+    )
     if not native:
-        cmd += ["--python-version", spec.python, "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-                "--platform", "manylinux2014_x86_64", "--only-binary=:all:"]
+        cmd += [
+            "--python-version",
+            spec.python,
+            "--implementation",
+            "cp",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--only-binary=:all:",
+        ]
     return cmd
 
 
@@ -101,17 +131,22 @@ def check_env(path: str | os.PathLike, *, python_exe: str = sys.executable, time
         report = Path(tmp) / "report.json"
         cmd = pip_check_command(spec, req, report, python_exe=python_exe)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  env={**os.environ, "PIP_NO_INPUT": "1"})
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PIP_NO_INPUT": "1"}
+            )
         except subprocess.TimeoutExpired as exc:
             raise EnvCheckError(f"{spec.path}: pip did not finish resolving within {timeout:.0f} s") from exc
         if proc.returncode != 0 or not report.is_file():
             # pip explains a conflict on stdout ("The conflict is caused by: ...") and errors on stderr
-            lines = [ln for ln in (proc.stdout + "\n" + proc.stderr).splitlines()
-                     if ln.strip() and not ln.startswith(("Collecting ", "  Using ", "  Downloading ", "Requirement "))]
+            lines = [
+                ln
+                for ln in (proc.stdout + "\n" + proc.stderr).splitlines()
+                if ln.strip() and not ln.startswith(("Collecting ", "  Using ", "  Downloading ", "Requirement "))
+            ]
             explanation = "\n".join(lines)[-6000:]
-            raise EnvCheckError(f"{spec.path}: the pip requirements (python {spec.python}) do not resolve:\n"
-                                f"{explanation}")
+            raise EnvCheckError(
+                f"{spec.path}: the pip requirements (python {spec.python}) do not resolve:\n{explanation}"
+            )
         data = json.loads(report.read_text(encoding="utf-8"))
     return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in data.get("install", [])}
 
@@ -119,8 +154,15 @@ def check_env(path: str | os.PathLike, *, python_exe: str = sys.executable, time
 # ---------------------------------------------------------------------------------------------------------
 # flash-attn
 
-def flash_attn_wheel_name(flash_version: str, torch_version: str, cuda_version: str, python_version: str,
-                          cxx11_abi: bool, plat: str = "linux_x86_64") -> str:
+
+def flash_attn_wheel_name(
+    flash_version: str,
+    torch_version: str,
+    cuda_version: str,
+    python_version: str,
+    cxx11_abi: bool,
+    plat: str = "linux_x86_64",
+) -> str:
     """Name of flash-attn's prebuilt wheel on its GitHub release.
 
     The release builds one wheel per CUDA major version, torch minor version, CPython and C++ ABI, e.g.
@@ -154,11 +196,16 @@ def torch_build_info() -> dict:
     import torch
 
     if not torch.version.cuda:
-        raise RuntimeError(f"torch {torch.__version__} in {sys.prefix} has no CUDA: flash-attn needs the CUDA "
-                           "build of torch (envs/train.yaml pins torch==2.6.0 from PyPI, a CUDA 12.4 build)")
-    return {"torch": torch.__version__, "cuda": torch.version.cuda,
-            "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+        raise RuntimeError(
+            f"torch {torch.__version__} in {sys.prefix} has no CUDA: flash-attn needs the CUDA "
+            "build of torch (envs/train.yaml pins torch==2.6.0 from PyPI, a CUDA 12.4 build)"
+        )
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    }
 
 
 def find_nvcc(env: dict | None = None) -> str | None:
@@ -178,9 +225,15 @@ class FlashAttnPlan:
     reason: str = ""
 
 
-def plan_flash_attn(info: dict, *, version: str = FLASH_ATTN_VERSION, exists: Callable[[str], bool] = url_exists,
-                    nvcc: str | None = None, python_exe: str = sys.executable,
-                    base: str = FLASH_ATTN_RELEASES) -> FlashAttnPlan:
+def plan_flash_attn(
+    info: dict,
+    *,
+    version: str = FLASH_ATTN_VERSION,
+    exists: Callable[[str], bool] = url_exists,
+    nvcc: str | None = None,
+    python_exe: str = sys.executable,
+    base: str = FLASH_ATTN_RELEASES,
+) -> FlashAttnPlan:
     """Decide how to install flash-attn: the matching release wheel if downloadable, else a source build.
 
     Raises RuntimeError naming what is missing when neither is possible.
@@ -196,15 +249,25 @@ def plan_flash_attn(info: dict, *, version: str = FLASH_ATTN_VERSION, exists: Ca
             f"{info['cuda']}, Python {info['python']}, cxx11abi {info['cxx11_abi']}, or no internet), and no nvcc "
             "to build it: set CUDA_HOME to a CUDA 12.x toolkit (e.g. `module load cuda/12.4`) or put nvcc on PATH, "
             "then rerun envs/train.post-deploy.sh inside the environment. Or download the wheel on a machine "
-            "with internet and `pip install --no-deps <wheel>`.")
-    return FlashAttnPlan("build", pip + ["--no-build-isolation", "--no-binary", "flash-attn", f"flash-attn=={version}"],
-                         reason=f"no prebuilt wheel at {url}; building from source with {nvcc}")
+            "with internet and `pip install --no-deps <wheel>`."
+        )
+    return FlashAttnPlan(
+        "build",
+        pip + ["--no-build-isolation", "--no-binary", "flash-attn", f"flash-attn=={version}"],
+        reason=f"no prebuilt wheel at {url}; building from source with {nvcc}",
+    )
 
 
-def install_flash_attn(*, version: str = FLASH_ATTN_VERSION, info: dict | None = None,
-                       exists: Callable[[str], bool] = url_exists, env: dict | None = None,
-                       run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
-                       python_exe: str = sys.executable, log: Callable[[str], None] = print) -> FlashAttnPlan:
+def install_flash_attn(
+    *,
+    version: str = FLASH_ATTN_VERSION,
+    info: dict | None = None,
+    exists: Callable[[str], bool] = url_exists,
+    env: dict | None = None,
+    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+    python_exe: str = sys.executable,
+    log: Callable[[str], None] = print,
+) -> FlashAttnPlan:
     """Install flash-attn into this environment (envs/train.post-deploy.sh). Returns the plan it ran."""
     env = dict(os.environ if env is None else env)
     info = torch_build_info() if info is None else info
@@ -216,10 +279,15 @@ def install_flash_attn(*, version: str = FLASH_ATTN_VERSION, info: dict | None =
         env.setdefault("MAX_JOBS", str(max(1, min(8, (os.cpu_count() or 2) // 2))))
     proc = run(plan.command, env=env)
     if proc.returncode != 0:
-        raise RuntimeError(f"flash-attn {version}: `{' '.join(plan.command)}` failed (exit {proc.returncode}); "
-                           + ("the wheel did not install" if plan.method == "wheel" else
-                              "the source build needs nvcc matching torch's CUDA "
-                              f"{info['cuda']}, a C++ compiler and several GB of memory (lower MAX_JOBS)"))
+        raise RuntimeError(
+            f"flash-attn {version}: `{' '.join(plan.command)}` failed (exit {proc.returncode}); "
+            + (
+                "the wheel did not install"
+                if plan.method == "wheel"
+                else "the source build needs nvcc matching torch's CUDA "
+                f"{info['cuda']}, a C++ compiler and several GB of memory (lower MAX_JOBS)"
+            )
+        )
     return plan
 
 

@@ -110,8 +110,13 @@ def log_to(path: str | os.PathLike) -> None:
     """Send the library's log records to a job's log file (used by every workflow script)."""
     import logging
 
-    logging.basicConfig(filename=path, filemode="w", level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(
+        filename=path,
+        filemode="w",
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
 
 
 def iter_jsonl(path: str | os.PathLike, error: type[Exception] = ValueError, fh=None) -> Iterator[tuple[int, dict]]:

@@ -62,9 +62,15 @@ def toy_rows(n: int, seed: int, split: str) -> list[dict]:
         words = [rng.choice(_WORDS) for _ in range(rng.randint(3, 6))]
         nums = [str(rng.randint(0, 9999)) for _ in range(rng.randint(1, 3))]
         text = " ".join(words[:2] + nums + words[2:])
-        rows.append({"data_source": TOY_TARGET_CHARS, "prompt": [{"role": "user", "content": text}],
-                     "ability": "toy", "reward_model": {"style": "rule", "ground_truth": DEFAULT_TARGET},
-                     "extra_info": {"index": i, "split": split}})
+        rows.append(
+            {
+                "data_source": TOY_TARGET_CHARS,
+                "prompt": [{"role": "user", "content": text}],
+                "ability": "toy",
+                "reward_model": {"style": "rule", "ground_truth": DEFAULT_TARGET},
+                "extra_info": {"index": i, "split": split},
+            }
+        )
     return rows
 
 
@@ -101,16 +107,29 @@ def direction_config(cfg: Mapping[str, Any]) -> dict:
     out = copy.deepcopy(dict(cfg))
     section = dict(out["skeleton_rl"])
     steps = int(g["steps"])
-    section.update({
-        "import": None, "lr": g["lr"], "train_batch_size": g["train_batch_size"], "n": g["n"],
-        "ppo_mini_batch_size": g["ppo_mini_batch_size"], "ppo_micro_batch_size_per_gpu": g["train_batch_size"],
-        "ref_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
-        "rollout_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
-        "max_prompt_length": g["max_prompt_length"], "max_response_length": g["max_response_length"],
-        "kl_coef": 0.0, "temperature": 1.0, "gradient_checkpointing": False, "total_training_steps": steps,
-        "total_epochs": steps, "save_freq": steps, "test_freq": steps + 1, "val_before_train": False,
-        "reward": {"manager": "naive", "function": "compute_score"},
-    })
+    section.update(
+        {
+            "import": None,
+            "lr": g["lr"],
+            "train_batch_size": g["train_batch_size"],
+            "n": g["n"],
+            "ppo_mini_batch_size": g["ppo_mini_batch_size"],
+            "ppo_micro_batch_size_per_gpu": g["train_batch_size"],
+            "ref_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
+            "rollout_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
+            "max_prompt_length": g["max_prompt_length"],
+            "max_response_length": g["max_response_length"],
+            "kl_coef": 0.0,
+            "temperature": 1.0,
+            "gradient_checkpointing": False,
+            "total_training_steps": steps,
+            "total_epochs": steps,
+            "save_freq": steps,
+            "test_freq": steps + 1,
+            "val_before_train": False,
+            "reward": {"manager": "naive", "function": "compute_score"},
+        }
+    )
     out["skeleton_rl"] = section
     return out
 
@@ -127,8 +146,9 @@ def loss_overrides(check: str, token_weights: Mapping[str, Any] | None = None) -
     return policy_loss_overrides(LOSSES[check], token_weights)
 
 
-def run_direction_check(cfg: Mapping[str, Any], check: str, *, train_files, val_files, init_model: str,
-                        run_dir: str | os.PathLike) -> dict:
+def run_direction_check(
+    cfg: Mapping[str, Any], check: str, *, train_files, val_files, init_model: str, run_dir: str | os.PathLike
+) -> dict:
     """One toy GRPO run with the policy loss of ``check``; returns its verdict (also written to verdict.json)."""
     from codegrpo.verl.stages import run_grpo
 
@@ -138,11 +158,22 @@ def run_direction_check(cfg: Mapping[str, Any], check: str, *, train_files, val_
     overrides = loss_overrides(check, (cfg.get("dhrcl") or {}).get("token_weights"))
     if cfg["device"] == "cpu":
         overrides.append("+data.dataloader_num_workers=0")
-    run_grpo(dcfg, dcfg["skeleton_rl"], f"learning-{check}", train_files=train_files, val_files=val_files,
-             init_model=init_model,
-             run_dir=run_dir, extra_overrides=overrides)
-    verdict = judge(reward_curve(run_dir / "metrics.jsonl"), expect="down" if check == CONTROL else "up",
-                    k=int(lc["k"]), margin=float(lc["margin"]))
+    run_grpo(
+        dcfg,
+        dcfg["skeleton_rl"],
+        f"learning-{check}",
+        train_files=train_files,
+        val_files=val_files,
+        init_model=init_model,
+        run_dir=run_dir,
+        extra_overrides=overrides,
+    )
+    verdict = judge(
+        reward_curve(run_dir / "metrics.jsonl"),
+        expect="down" if check == CONTROL else "up",
+        k=int(lc["k"]),
+        margin=float(lc["margin"]),
+    )
     verdict = {"check": check, "loss_mode": overrides[0].split("=", 1)[1], **verdict}
     write_json(run_dir / "verdict.json", verdict)
     return verdict
@@ -174,8 +205,16 @@ def judge(curve: Sequence[float], expect: str, k: int, margin: float) -> dict:
     last = sum(curve[-k:]) / k
     delta = last - first
     passed = delta > margin if expect == "up" else delta < -margin
-    return {"expect": expect, "k": k, "margin": margin, "first": first, "last": last, "delta": delta,
-            "passed": bool(passed), "curve": list(curve)}
+    return {
+        "expect": expect,
+        "k": k,
+        "margin": margin,
+        "first": first,
+        "last": last,
+        "delta": delta,
+        "passed": bool(passed),
+        "curve": list(curve),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -200,8 +239,10 @@ def curriculum_problems(paths: Sequence[str | os.PathLike], n: int) -> list[dict
             except (Filtered, DataError, ValueError, KeyError, TypeError):
                 continue
     if len(records) < n:
-        raise LearningCheckError(f"learning_check.curriculum.problems = {n}, but {', '.join(map(str, paths))} hold "
-                                 f"only {len(records)} usable KodCode records")
+        raise LearningCheckError(
+            f"learning_check.curriculum.problems = {n}, but {', '.join(map(str, paths))} hold "
+            f"only {len(records)} usable KodCode records"
+        )
     records.sort(key=lambda r: (len(r["prompt"]) + len(r["solution"]), r["question_id"]))
     return records[:n]
 
@@ -220,9 +261,11 @@ def write_curriculum_dataset(problems: Sequence[dict], out_dir: str | os.PathLik
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sft = [{"prompt": r["prompt"], "response": sft_response(r["solution"])} for r in problems]
-    frames = {"sft": pd.DataFrame(sft),
-              "rl_train": pd.DataFrame([rl_row(r, i, "train") for i, r in enumerate(problems)]),
-              "rl_val": pd.DataFrame([rl_row(r, i, "val") for i, r in enumerate(problems)])}
+    frames = {
+        "sft": pd.DataFrame(sft),
+        "rl_train": pd.DataFrame([rl_row(r, i, "train") for i, r in enumerate(problems)]),
+        "rl_val": pd.DataFrame([rl_row(r, i, "val") for i, r in enumerate(problems)]),
+    }
     paths = {}
     for name, df in frames.items():
         path = out / f"{name}.parquet"
@@ -236,12 +279,21 @@ def prompt_tokens(model_dir: str | os.PathLike, prompts: Sequence[str]) -> int:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    return max(len(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                           tokenize=True)) for p in prompts)
+    return max(
+        len(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True))
+        for p in prompts
+    )
 
 
-def fit_solutions(model_dir: str | os.PathLike, pairs: Sequence[Mapping[str, str]], out_dir: str | os.PathLike, *,
-                  steps: int, lr: float, seed: int = 0) -> dict:
+def fit_solutions(
+    model_dir: str | os.PathLike,
+    pairs: Sequence[Mapping[str, str]],
+    out_dir: str | os.PathLike,
+    *,
+    steps: int,
+    lr: float,
+    seed: int = 0,
+) -> dict:
     """Fine-tune the tiny model on (prompt, response) pairs until it reproduces them; save it to ``out_dir``.
 
     The curriculum check's preparation step (not under test itself): a plain teacher-forced fit in one process,
@@ -260,8 +312,9 @@ def fit_solutions(model_dir: str | os.PathLike, pairs: Sequence[Mapping[str, str
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=torch.float32)
     seqs, prompts = [], []
     for p in pairs:
-        prompt_ids = tok.apply_chat_template([{"role": "user", "content": p["prompt"]}], add_generation_prompt=True,
-                                             tokenize=True)
+        prompt_ids = tok.apply_chat_template(
+            [{"role": "user", "content": p["prompt"]}], add_generation_prompt=True, tokenize=True
+        )
         resp_ids = tok(p["response"] + tok.eos_token, add_special_tokens=False)["input_ids"]
         seqs.append((prompt_ids, resp_ids))
         prompts.append(prompt_ids)
@@ -272,7 +325,7 @@ def fit_solutions(model_dir: str | os.PathLike, pairs: Sequence[Mapping[str, str
     for i, (a, b) in enumerate(seqs):
         n = len(a) + len(b)
         ids[i, :n] = torch.tensor(a + b)
-        labels[i, len(a):n] = torch.tensor(b)
+        labels[i, len(a) : n] = torch.tensor(b)
         attn[i, :n] = 1
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
@@ -286,32 +339,67 @@ def fit_solutions(model_dir: str | os.PathLike, pairs: Sequence[Mapping[str, str
     model.eval()
     exact = 0
     with torch.no_grad():
-        for (a, b) in seqs:
-            gen = model.generate(torch.tensor([a]), attention_mask=torch.ones(1, len(a), dtype=torch.long),
-                                 max_new_tokens=len(b) + 4, do_sample=False, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.eos_token_id)
-            exact += gen[0, len(a):len(a) + len(b)].tolist() == b
+        for a, b in seqs:
+            gen = model.generate(
+                torch.tensor([a]),
+                attention_mask=torch.ones(1, len(a), dtype=torch.long),
+                max_new_tokens=len(b) + 4,
+                do_sample=False,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+            exact += gen[0, len(a) : len(a) + len(b)].tolist() == b
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-    return {"final_loss": float(loss.item()) if loss is not None else None, "reproduced": exact, "pairs": len(seqs),
-            "steps": int(steps), "lr": lr}
+    return {
+        "final_loss": float(loss.item()) if loss is not None else None,
+        "reproduced": exact,
+        "pairs": len(seqs),
+        "steps": int(steps),
+        "lr": lr,
+    }
 
 
-def dhrcl_run_config(cfg: Mapping[str, Any], *, batch: int, n: int, lr: float, kl_coef: float, micro: int,
-                     max_prompt_tokens: int, max_response_length: int, steps: int, curriculum: Mapping[str, Any],
-                     **training: Any) -> dict:
+def dhrcl_run_config(
+    cfg: Mapping[str, Any],
+    *,
+    batch: int,
+    n: int,
+    lr: float,
+    kl_coef: float,
+    micro: int,
+    max_prompt_tokens: int,
+    max_response_length: int,
+    steps: int,
+    curriculum: Mapping[str, Any],
+    **training: Any,
+) -> dict:
     """A copy of the pipeline config whose ``dhrcl.training`` is one short CPU run (one optimiser step per training
     step, ``micro`` sequences per pass, a checkpoint at the end) and whose ``dhrcl.curriculum`` carries
     ``curriculum``; ``training`` adds further ``dhrcl.training`` keys. The input is not mutated."""
     out = copy.deepcopy(dict(cfg))
     d = dict(out["dhrcl"])
-    d["training"] = {**dict(d["training"]), "import": None, "train_batch_size": batch, "n": n, "lr": lr,
-                     "kl_coef": kl_coef, "ppo_mini_batch_size": batch, "ppo_micro_batch_size_per_gpu": micro,
-                     "ref_log_prob_micro_batch_size_per_gpu": micro, "rollout_log_prob_micro_batch_size_per_gpu": micro,
-                     "max_prompt_length": max_prompt_tokens, "max_response_length": max_response_length,
-                     "gradient_checkpointing": False, "total_training_steps": steps, "total_epochs": steps,
-                     "save_freq": steps, "filter_overlong_prompts": False, **training}
+    d["training"] = {
+        **dict(d["training"]),
+        "import": None,
+        "train_batch_size": batch,
+        "n": n,
+        "lr": lr,
+        "kl_coef": kl_coef,
+        "ppo_mini_batch_size": batch,
+        "ppo_micro_batch_size_per_gpu": micro,
+        "ref_log_prob_micro_batch_size_per_gpu": micro,
+        "rollout_log_prob_micro_batch_size_per_gpu": micro,
+        "max_prompt_length": max_prompt_tokens,
+        "max_response_length": max_response_length,
+        "gradient_checkpointing": False,
+        "total_training_steps": steps,
+        "total_epochs": steps,
+        "save_freq": steps,
+        "filter_overlong_prompts": False,
+        **training,
+    }
     d["curriculum"] = {**dict(d.get("curriculum") or {}), **dict(curriculum)}
     out["dhrcl"] = d
     return out
@@ -320,9 +408,18 @@ def dhrcl_run_config(cfg: Mapping[str, Any], *, batch: int, n: int, lr: float, k
 def curriculum_config(cfg: Mapping[str, Any], max_prompt_tokens: int) -> dict:
     """The pipeline config whose ``dhrcl`` section carries the curriculum check's settings."""
     c = dict(cfg["learning_check"]["curriculum"])
-    out = dhrcl_run_config(cfg, batch=c["problems"], n=c["n"], lr=c["lr"], kl_coef=0.0, micro=c["problems"],
-                           max_prompt_tokens=max_prompt_tokens, max_response_length=c["max_response_length"],
-                           steps=int(c["steps"]), curriculum=c["trend"])
+    out = dhrcl_run_config(
+        cfg,
+        batch=c["problems"],
+        n=c["n"],
+        lr=c["lr"],
+        kl_coef=0.0,
+        micro=c["problems"],
+        max_prompt_tokens=max_prompt_tokens,
+        max_response_length=c["max_response_length"],
+        steps=int(c["steps"]),
+        curriculum=c["trend"],
+    )
     out["dhrcl"]["runs"] = ["full"]
     return out
 
@@ -341,17 +438,37 @@ def run_curriculum_check(cfg: Mapping[str, Any], *, out_dir: str | os.PathLike) 
     data = write_curriculum_dataset(problems, out / "data")
     tiny = out / "tiny"
     if not (tiny / "config.json").is_file():
-        build_tiny_model(tiny, corpus_from_parquet([data["sft"], data["rl_train"]]), vocab_size=int(c["vocab_size"]),
-                         seed=int(cfg.get("seed", 0)))
+        build_tiny_model(
+            tiny,
+            corpus_from_parquet([data["sft"], data["rl_train"]]),
+            vocab_size=int(c["vocab_size"]),
+            seed=int(cfg.get("seed", 0)),
+        )
     max_prompt = prompt_tokens(tiny, [p["prompt"] for p in problems]) + 8
     ccfg = curriculum_config(cfg, max_prompt)
-    fit = fit_solutions(tiny, pd.read_parquet(data["sft"]).to_dict("records"), out / "sft",
-                        steps=int(c["sft_steps"]), lr=float(c["sft_lr"]), seed=int(cfg.get("seed", 0)))
-    log.info("curriculum check: fine-tuned on %d solutions, %d reproduced (loss %.4f)", fit["pairs"],
-             fit["reproduced"], fit["final_loss"])
+    fit = fit_solutions(
+        tiny,
+        pd.read_parquet(data["sft"]).to_dict("records"),
+        out / "sft",
+        steps=int(c["sft_steps"]),
+        lr=float(c["sft_lr"]),
+        seed=int(cfg.get("seed", 0)),
+    )
+    log.info(
+        "curriculum check: fine-tuned on %d solutions, %d reproduced (loss %.4f)",
+        fit["pairs"],
+        fit["reproduced"],
+        fit["final_loss"],
+    )
     run_dir = out / "dhrcl"
-    run_dhrcl(ccfg, "full", train_files=data["rl_train"], val_files=data["rl_val"], init_model=str(out / "sft"),
-              run_dir=run_dir)
+    run_dhrcl(
+        ccfg,
+        "full",
+        train_files=data["rl_train"],
+        val_files=data["rl_val"],
+        init_model=str(out / "sft"),
+        run_dir=run_dir,
+    )
     verdict = {**curriculum_verdict(run_dir, ccfg), "sft": fit}
     write_json(out / "verdict.json", verdict)
     return verdict
@@ -367,10 +484,16 @@ def stage_timeline(metrics_file: str | os.PathLike) -> list[dict]:
             continue
         stage = int(round(float(stage)))
         gate = GATES.get(stage)
-        rows.append({"step": rec["step"], "stage": stage, "gate": gate,
-                     "gate_value": rec.get(f"reward/{gate}/mean") if gate else None,
-                     "score": rec.get(SCORE_KEY),
-                     **{k: rec.get(f"reward/{k}/mean") for k in ("a_syntax", "a_exec", "a_pass")}})
+        rows.append(
+            {
+                "step": rec["step"],
+                "stage": stage,
+                "gate": gate,
+                "gate_value": rec.get(f"reward/{gate}/mean") if gate else None,
+                "score": rec.get(SCORE_KEY),
+                **{k: rec.get(f"reward/{k}/mean") for k in ("a_syntax", "a_exec", "a_pass")},
+            }
+        )
     return rows
 
 
@@ -390,16 +513,27 @@ def curriculum_verdict(run_dir: str | os.PathLike, cfg: Mapping[str, Any]) -> di
     stages = [r["stage"] for r in timeline]
     by_trend = all(t.get("kind") in ("saturation", "plateau") for t in transitions)
     follows = stages == sorted(stages) and set(stages) == {1, 2, 3}
-    return {"passed": bool(len(transitions) == 2 and by_trend and follows), "transitions": transitions,
-            "by_trend": by_trend, "reached_stage": max(stages) if stages else None, "timeline": timeline,
-            "trend": dict(cfg["dhrcl"]["curriculum"]), "total_steps": cfg["dhrcl"]["training"]["total_training_steps"]}
+    return {
+        "passed": bool(len(transitions) == 2 and by_trend and follows),
+        "transitions": transitions,
+        "by_trend": by_trend,
+        "reached_stage": max(stages) if stages else None,
+        "timeline": timeline,
+        "trend": dict(cfg["dhrcl"]["curriculum"]),
+        "total_steps": cfg["dhrcl"]["training"]["total_training_steps"],
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
 # the report page
 # ---------------------------------------------------------------------------------------------------------
-def write_report(directions: Mapping[str, Mapping], curriculum: Mapping | None, out_md: str | os.PathLike,
-                 rewards_png: str | os.PathLike, timeline_png: str | os.PathLike | None = None) -> bool:
+def write_report(
+    directions: Mapping[str, Mapping],
+    curriculum: Mapping | None,
+    out_md: str | os.PathLike,
+    rewards_png: str | os.PathLike,
+    timeline_png: str | os.PathLike | None = None,
+) -> bool:
     """The "learning check" page: a verdict table, the toy reward curves (each loss and the sign-flipped
     control) and the curriculum run's stage timeline. Returns whether every check passed."""
     import matplotlib
@@ -412,8 +546,14 @@ def write_report(directions: Mapping[str, Mapping], curriculum: Mapping | None, 
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, v in directions.items():
         curve = v["curve"]
-        ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3, label=f"{name} ({'pass' if v['passed'] else 'FAIL'})",
-                ls="--" if v["expect"] == "down" else "-")
+        ax.plot(
+            range(1, len(curve) + 1),
+            curve,
+            marker="o",
+            ms=3,
+            label=f"{name} ({'pass' if v['passed'] else 'FAIL'})",
+            ls="--" if v["expect"] == "down" else "-",
+        )
     ax.set_xlabel("training step")
     ax.set_ylabel("mean toy reward (share of target characters)")
     ax.set_ylim(-0.02, 1.02)
@@ -423,31 +563,43 @@ def write_report(directions: Mapping[str, Mapping], curriculum: Mapping | None, 
     fig.tight_layout()
     save_figure(fig, rewards_png)
 
-    lines = ["# Learning check (mechanism checks on toy data; not paper results)", "",
-             "Direction checks: GRPO on the toy reward `toy_target_chars` through the real verl path; a run passes "
-             "when the mean reward of its last k steps differs from that of its first k steps by more than the "
-             "margin, upwards for each loss and downwards for the sign-flipped control.", "",
-             "| check | loss_mode | expect | first k | last k | change | margin | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Learning check (mechanism checks on toy data; not paper results)",
+        "",
+        "Direction checks: GRPO on the toy reward `toy_target_chars` through the real verl path; a run passes "
+        "when the mean reward of its last k steps differs from that of its first k steps by more than the "
+        "margin, upwards for each loss and downwards for the sign-flipped control.",
+        "",
+        "| check | loss_mode | expect | first k | last k | change | margin | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, v in directions.items():
-        lines.append(f"| {name} | {v.get('loss_mode', '')} | {v['expect']} | {v['first']:.3f} | {v['last']:.3f} | "
-                     f"{v['delta']:+.3f} | {v['margin']} | {'pass' if v['passed'] else 'FAIL'} |")
+        lines.append(
+            f"| {name} | {v.get('loss_mode', '')} | {v['expect']} | {v['first']:.3f} | {v['last']:.3f} | "
+            f"{v['delta']:+.3f} | {v['margin']} | {'pass' if v['passed'] else 'FAIL'} |"
+        )
     ok = all(v["passed"] for v in directions.values())
     lines += ["", f"![toy reward curves]({Path(rewards_png).name})", ""]
     if curriculum is not None:
         ok = ok and bool(curriculum["passed"])
-        lines += ["## Curriculum advanced by its trend", "",
-                  f"DHRCL (variant full) after SFT on a few KodCode reference solutions; trend settings "
-                  f"`{json.dumps(curriculum['trend'])}`, {curriculum['total_steps']} steps. Verdict: "
-                  f"{'pass' if curriculum['passed'] else 'FAIL'} (reached stage {curriculum['reached_stage']}).", "",
-                  "| step | from → to | kind | metric | value | slope | window | token weights |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Curriculum advanced by its trend",
+            "",
+            f"DHRCL (variant full) after SFT on a few KodCode reference solutions; trend settings "
+            f"`{json.dumps(curriculum['trend'])}`, {curriculum['total_steps']} steps. Verdict: "
+            f"{'pass' if curriculum['passed'] else 'FAIL'} (reached stage {curriculum['reached_stage']}).",
+            "",
+            "| step | from → to | kind | metric | value | slope | window | token weights |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for t in curriculum["transitions"]:
             tw = t.get("token_weights") or {}
             slope = "" if t.get("slope") is None else f"{t['slope']:+.4f}"
             value = "" if t.get("value") is None else f"{t['value']:.3f}"
-            lines.append(f"| {t['step']} | {t['from']} → {t['to']} | {t.get('kind')} | {t.get('metric')} | {value} | "
-                         f"{slope} | {t.get('window')} | {tw.get('from', '')} → {tw.get('to', '')} |")
+            lines.append(
+                f"| {t['step']} | {t['from']} → {t['to']} | {t.get('kind')} | {t.get('metric')} | {value} | "
+                f"{slope} | {t.get('window')} | {tw.get('from', '')} → {tw.get('to', '')} |"
+            )
         lines += ["", "| step | stage | gate in force | gate value | score |", "|---|---|---|---|---|"]
         for r in curriculum["timeline"]:
             gv = "" if r["gate_value"] is None else f"{r['gate_value']:.3f}"
@@ -459,8 +611,13 @@ def write_report(directions: Mapping[str, Mapping], curriculum: Mapping | None, 
             ax.step(steps, [r["stage"] for r in curriculum["timeline"]], where="post", label="stage", color="k")
             ax2 = ax.twinx()
             for key in ("a_syntax", "a_exec", "a_pass"):
-                ax2.plot(steps, [r[key] if r[key] is not None else float("nan") for r in curriculum["timeline"]],
-                         marker="o", ms=3, label=key)
+                ax2.plot(
+                    steps,
+                    [r[key] if r[key] is not None else float("nan") for r in curriculum["timeline"]],
+                    marker="o",
+                    ms=3,
+                    label=key,
+                )
             ax.set_xlabel("training step")
             ax.set_ylabel("curriculum stage")
             ax.set_yticks([1, 2, 3])

@@ -93,12 +93,14 @@ def split_slice(records: Sequence[dict], n_train: int, n_val: int, n_heldout: in
     the same lengths; of the rest, ``n_val`` evenly spaced records to ``val`` and ``n_train`` to ``train``."""
     need = n_train + n_val + n_heldout
     if len(records) < need:
-        raise LearningRealError(f"learning_real.slice asks for {n_train} train + {n_val} val + {n_heldout} held-out "
-                                f"problems, but only {len(records)} records qualify")
+        raise LearningRealError(
+            f"learning_real.slice asks for {n_train} train + {n_val} val + {n_heldout} held-out "
+            f"problems, but only {len(records)} records qualify"
+        )
     chosen = list(records[:need])
     heldout_idx = set(range(1, need, 2)[:n_heldout])
     if len(heldout_idx) < n_heldout:  # more held out than every other record: fill from the end
-        heldout_idx |= set(sorted(set(range(need)) - heldout_idx)[len(heldout_idx) - n_heldout:])
+        heldout_idx |= set(sorted(set(range(need)) - heldout_idx)[len(heldout_idx) - n_heldout :])
     heldout = [r for i, r in enumerate(chosen) if i in heldout_idx]
     rest = [r for i, r in enumerate(chosen) if i not in heldout_idx]
     val_idx = {round(i * len(rest) / n_val) for i in range(n_val)} if n_val else set()
@@ -121,7 +123,7 @@ def select_slice(cfg: Mapping[str, Any], out_dir: str | os.PathLike) -> dict:
     # verify in order until enough references pass (a few shipped references fail their own tests)
     kept, rejected, i = [], [], 0
     while len(kept) < need and i < len(pool):
-        chunk = pool[i:i + need - len(kept)]
+        chunk = pool[i : i + need - len(kept)]
         for rec, ok in zip(chunk, reference_passes(chunk, cfg.get("sandbox"), float(lr["eval"]["timeout_s"]))):
             (kept if ok else rejected).append(rec)
         i += len(chunk)
@@ -131,9 +133,13 @@ def select_slice(cfg: Mapping[str, Any], out_dir: str | os.PathLike) -> dict:
     for split, recs in parts.items():
         with atomic_path(out / f"{split}.parquet") as tmp:
             pd.DataFrame([rl_row(r, j, split) for j, r in enumerate(recs)]).to_parquet(tmp)
-    record = {"difficulty": s["difficulty"], "candidates": len(pool), "reference_failed": [r["question_id"] for r in rejected],
-              **{split: [r["question_id"] for r in recs] for split, recs in parts.items()},
-              "prompt_chars": {split: [len(r["prompt"]) for r in recs] for split, recs in parts.items()}}
+    record = {
+        "difficulty": s["difficulty"],
+        "candidates": len(pool),
+        "reference_failed": [r["question_id"] for r in rejected],
+        **{split: [r["question_id"] for r in recs] for split, recs in parts.items()},
+        "prompt_chars": {split: [len(r["prompt"]) for r in recs] for split, recs in parts.items()},
+    }
     write_json(out / "slice.json", record)
     return record
 
@@ -141,8 +147,15 @@ def select_slice(cfg: Mapping[str, Any], out_dir: str | os.PathLike) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 # evaluation before / after
 # ---------------------------------------------------------------------------------------------------------
-def evaluate_model(model_dir: str | os.PathLike, heldout: str | os.PathLike, cfg: Mapping[str, Any], *, seed: int,
-                   out_path: str | os.PathLike, label: str) -> dict:
+def evaluate_model(
+    model_dir: str | os.PathLike,
+    heldout: str | os.PathLike,
+    cfg: Mapping[str, Any],
+    *,
+    seed: int,
+    out_path: str | os.PathLike,
+    label: str,
+) -> dict:
     """Sample the held-out problems from ``model_dir`` and score them with the pipeline's harness; writes
     ``out_path`` (summary, per-problem results, the completions) and returns it."""
     import time
@@ -152,9 +165,16 @@ def evaluate_model(model_dir: str | os.PathLike, heldout: str | os.PathLike, cfg
 
     ev = cfg["learning_real"]["eval"]
     problems = load_kodcode_heldout(heldout)
-    settings = GenerationSettings(max_new_tokens=int(ev["max_new_tokens"]), temperature=float(ev["temperature"]),
-                                  top_p=float(ev["top_p"]), n=int(ev["n_samples"]), batch_size=int(ev["batch_size"]),
-                                  max_prompt_tokens=int(ev["max_prompt_tokens"]), use_chat_template=True, seed=seed)
+    settings = GenerationSettings(
+        max_new_tokens=int(ev["max_new_tokens"]),
+        temperature=float(ev["temperature"]),
+        top_p=float(ev["top_p"]),
+        n=int(ev["n_samples"]),
+        batch_size=int(ev["batch_size"]),
+        max_prompt_tokens=int(ev["max_prompt_tokens"]),
+        use_chat_template=True,
+        seed=seed,
+    )
     t0 = time.time()
     gen = HFGenerator(model_dir, settings)
     try:
@@ -162,21 +182,37 @@ def evaluate_model(model_dir: str | os.PathLike, heldout: str | os.PathLike, cfg
     finally:
         gen.close()
     t_gen = time.time() - t0
-    summary = evaluate_samples("kodcode_heldout", problems, samples, ks=(1,), workers=int(cfg["sandbox"]["workers"]),
-                               timeout=float(ev["timeout_s"]), sandbox_limits=cfg.get("sandbox"),
-                               suites={"allow_shared_uid": bool(ev["allow_shared_uid"])})
+    summary = evaluate_samples(
+        "kodcode_heldout",
+        problems,
+        samples,
+        ks=(1,),
+        workers=int(cfg["sandbox"]["workers"]),
+        timeout=float(ev["timeout_s"]),
+        sandbox_limits=cfg.get("sandbox"),
+        suites={"allow_shared_uid": bool(ev["allow_shared_uid"])},
+    )
     records = summary.pop("records")
     per_problem: dict[str, dict] = {}
     for r in records:
         p = per_problem.setdefault(r["problem_id"], {"passed": [], "pass_rate": []})
         p["passed"].append(bool(r["passed"]))
         p["pass_rate"].append(r["n_pass"] / r["n_test"] if r["n_test"] else 0.0)
-    result = {"label": label, "model_dir": str(model_dir), "seed": seed, "sampling": {**dict(ev), "seed": seed},
-              "pass@1": summary["pass@k"]["1"] / 100.0, "r_pass": summary["test_pass_rate"] / 100.0,
-              "syntax_acc": summary["syntax_acc"] / 100.0, "exec_acc": summary["exec_acc"] / 100.0,
-              "guarded": summary["guarded"], "n_problems": summary["n_problems"], "per_problem": per_problem,
-              "seconds": {"generate": round(t_gen, 1), "total": round(time.time() - t0, 1)},
-              "samples": samples}
+    result = {
+        "label": label,
+        "model_dir": str(model_dir),
+        "seed": seed,
+        "sampling": {**dict(ev), "seed": seed},
+        "pass@1": summary["pass@k"]["1"] / 100.0,
+        "r_pass": summary["test_pass_rate"] / 100.0,
+        "syntax_acc": summary["syntax_acc"] / 100.0,
+        "exec_acc": summary["exec_acc"] / 100.0,
+        "guarded": summary["guarded"],
+        "n_problems": summary["n_problems"],
+        "per_problem": per_problem,
+        "seconds": {"generate": round(t_gen, 1), "total": round(time.time() - t0, 1)},
+        "samples": samples,
+    }
     write_json(out_path, result)
     return result
 
@@ -207,8 +243,13 @@ def noise_level(base_runs: Sequence[Mapping[str, Any]]) -> dict:
         raise LearningRealError("learning_real.eval.noise_seeds: the noise needs the base model at two seeds at least")
     p = [r["pass@1"] for r in base_runs]
     q = [r["r_pass"] for r in base_runs]
-    return {"seeds": [r["seed"] for r in base_runs], "pass@1": p, "r_pass": q,
-            "pass@1_noise": max(p) - min(p), "r_pass_noise": max(q) - min(q)}
+    return {
+        "seeds": [r["seed"] for r in base_runs],
+        "pass@1": p,
+        "r_pass": q,
+        "pass@1_noise": max(p) - min(p),
+        "r_pass_noise": max(q) - min(q),
+    }
 
 
 def verdict(before: Mapping[str, Any], after: Mapping[str, Any], noise: Mapping[str, Any]) -> dict:
@@ -220,8 +261,14 @@ def verdict(before: Mapping[str, Any], after: Mapping[str, Any], noise: Mapping[
     se_r = bootstrap_se(problem_rates(before, "pass_rate"), problem_rates(after, "pass_rate"))
     bar = max(noise["pass@1_noise"], 2 * se) if se == se else noise["pass@1_noise"]
     call = "learned" if d > bar else "unlearned" if d < -bar else "no change beyond noise"
-    return {"delta_pass@1": d, "se_pass@1": se, "threshold": bar, "delta_r_pass": dr, "se_r_pass": se_r,
-            "verdict": call}
+    return {
+        "delta_pass@1": d,
+        "se_pass@1": se,
+        "threshold": bar,
+        "delta_r_pass": dr,
+        "se_r_pass": se_r,
+        "verdict": call,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -232,14 +279,24 @@ def run_config(cfg: Mapping[str, Any], max_prompt_tokens: int) -> dict:
     from codegrpo.learning import dhrcl_run_config
 
     t = cfg["learning_real"]["training"]
-    return dhrcl_run_config(cfg, batch=t["train_batch_size"], n=t["n"], lr=t["lr"], kl_coef=t["kl_coef"],
-                            micro=t["micro_batch_size"], max_prompt_tokens=max_prompt_tokens,
-                            max_response_length=t["max_response_length"], steps=int(t["steps"]),
-                            curriculum=cfg["learning_real"]["curriculum"], temperature=t["temperature"])
+    return dhrcl_run_config(
+        cfg,
+        batch=t["train_batch_size"],
+        n=t["n"],
+        lr=t["lr"],
+        kl_coef=t["kl_coef"],
+        micro=t["micro_batch_size"],
+        max_prompt_tokens=max_prompt_tokens,
+        max_response_length=t["max_response_length"],
+        steps=int(t["steps"]),
+        curriculum=cfg["learning_real"]["curriculum"],
+        temperature=t["temperature"],
+    )
 
 
-def train_variant(cfg: Mapping[str, Any], variant: str, *, data_dir: str | os.PathLike, init_model: str,
-                  run_dir: str | os.PathLike) -> dict:
+def train_variant(
+    cfg: Mapping[str, Any], variant: str, *, data_dir: str | os.PathLike, init_model: str, run_dir: str | os.PathLike
+) -> dict:
     """GRPO run of ``variant`` from ``init_model`` on the slice (``run_dhrcl``: the paper stages' trainer)."""
     import time
 
@@ -249,14 +306,24 @@ def train_variant(cfg: Mapping[str, Any], variant: str, *, data_dir: str | os.Pa
     from codegrpo.verl.dhrcl import run_dhrcl
 
     data = Path(data_dir)
-    prompts = [row[-1]["content"] for split in ("train", "val")
-               for row in pd.read_parquet(data / f"{split}.parquet")["prompt"]]
+    prompts = [
+        row[-1]["content"] for split in ("train", "val") for row in pd.read_parquet(data / f"{split}.parquet")["prompt"]
+    ]
     rcfg = run_config(cfg, prompt_tokens(init_model, prompts) + 8)
     t0 = time.time()
-    done = run_dhrcl(rcfg, variant, train_files=str(data / "train.parquet"), val_files=str(data / "val.parquet"),
-                     init_model=init_model, run_dir=run_dir, seed=int(cfg.get("seed", 0)))
-    write_json(Path(run_dir) / TIMING_FILE, {"variant": variant, "seconds": round(time.time() - t0, 1),
-                                             "training": rcfg["dhrcl"]["training"]})
+    done = run_dhrcl(
+        rcfg,
+        variant,
+        train_files=str(data / "train.parquet"),
+        val_files=str(data / "val.parquet"),
+        init_model=init_model,
+        run_dir=run_dir,
+        seed=int(cfg.get("seed", 0)),
+    )
+    write_json(
+        Path(run_dir) / TIMING_FILE,
+        {"variant": variant, "seconds": round(time.time() - t0, 1), "training": rcfg["dhrcl"]["training"]},
+    )
     return done
 
 
@@ -285,8 +352,12 @@ def run_seconds(run_dir: str | os.PathLike) -> float | None:
 # ---------------------------------------------------------------------------------------------------------
 # the report
 # ---------------------------------------------------------------------------------------------------------
-def summarize(base_runs: Sequence[Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
-              run_dirs: Mapping[str, str | os.PathLike], slice_record: Mapping[str, Any]) -> dict:
+def summarize(
+    base_runs: Sequence[Mapping[str, Any]],
+    after: Mapping[str, Mapping[str, Any]],
+    run_dirs: Mapping[str, str | os.PathLike],
+    slice_record: Mapping[str, Any],
+) -> dict:
     """Everything the report shows, as one JSON-able record (``results/learning/real/summary.json``)."""
     base_runs = sorted(base_runs, key=lambda r: r["seed"])
     noise = noise_level(base_runs)
@@ -294,20 +365,31 @@ def summarize(base_runs: Sequence[Mapping[str, Any]], after: Mapping[str, Mappin
     variants = {}
     for name, res in after.items():
         if res["seed"] != before["seed"]:
-            raise LearningRealError(f"{name}: evaluated at sampling seed {res['seed']}, the base model at "
-                                    f"{before['seed']}: before and after must share the sampling")
-        variants[name] = {"before": {k: before[k] for k in ("pass@1", "r_pass", "syntax_acc", "exec_acc")},
-                          "after": {k: res[k] for k in ("pass@1", "r_pass", "syntax_acc", "exec_acc")},
-                          **verdict(before, res, noise), "curves": step_curves(Path(run_dirs[name]) / "metrics.jsonl"),
-                          "train_seconds": run_seconds(run_dirs[name]),
-                          "eval_seconds": res["seconds"]["total"], "guarded": res["guarded"]}
-    return {"noise": noise, "slice": {k: slice_record[k] for k in ("difficulty", "train", "val", "heldout")},
-            "eval_seconds_base": [r["seconds"]["total"] for r in base_runs],
-            "sampling": before["sampling"], "variants": variants}
+            raise LearningRealError(
+                f"{name}: evaluated at sampling seed {res['seed']}, the base model at "
+                f"{before['seed']}: before and after must share the sampling"
+            )
+        variants[name] = {
+            "before": {k: before[k] for k in ("pass@1", "r_pass", "syntax_acc", "exec_acc")},
+            "after": {k: res[k] for k in ("pass@1", "r_pass", "syntax_acc", "exec_acc")},
+            **verdict(before, res, noise),
+            "curves": step_curves(Path(run_dirs[name]) / "metrics.jsonl"),
+            "train_seconds": run_seconds(run_dirs[name]),
+            "eval_seconds": res["seconds"]["total"],
+            "guarded": res["guarded"],
+        }
+    return {
+        "noise": noise,
+        "slice": {k: slice_record[k] for k in ("difficulty", "train", "val", "heldout")},
+        "eval_seconds_base": [r["seconds"]["total"] for r in base_runs],
+        "sampling": before["sampling"],
+        "variants": variants,
+    }
 
 
-def write_report(summary: Mapping[str, Any], out_md: str | os.PathLike, curves_png: str | os.PathLike,
-                 settings: Mapping[str, Any]) -> None:
+def write_report(
+    summary: Mapping[str, Any], out_md: str | os.PathLike, curves_png: str | os.PathLike, settings: Mapping[str, Any]
+) -> None:
     """``report.md`` (tables: before / after, the verdict against the noise, cost) and the per-step curves."""
     import matplotlib
 
@@ -333,33 +415,45 @@ def write_report(summary: Mapping[str, Any], out_md: str | os.PathLike, curves_p
     n = summary["noise"]
     s = summary["sampling"]
     sl = summary["slice"]
-    lines = ["# Does a real model learn? SmolLM2-135M-Instruct on easy KodCode problems (CPU)", "",
-             "A measurement (codegrpo.learning_real, docs/learning.md), not a paper result. Every variant starts from "
-             "the packaged SmolLM2-135M-Instruct and is trained by the pipeline's DHRCL trainer (verl 0.4.1, CPU "
-             "mode, the sandboxed KodCode reward).", "",
-             f"- slice: `{sl['difficulty']}` KodCode records, {len(sl['train'])} training, {len(sl['val'])} "
-             f"validation and {len(sl['heldout'])} held-out problems (never trained on; question ids in "
-             "`data/slice.json`)",
-             f"- training: {json.dumps(dict(settings['training']), sort_keys=True)}",
-             f"- evaluation (before and after alike): {s['n_samples']} samples per held-out problem, temperature "
-             f"{s['temperature']}, top_p {s['top_p']}, {s['max_new_tokens']} new tokens, sampling seed {s['seed']}",
-             f"- noise: the base model sampled at seeds {n['seeds']} gives pass@1 "
-             f"{', '.join(f'{x:.3f}' for x in n['pass@1'])} (spread {n['pass@1_noise']:.3f}) and mean r_pass "
-             f"{', '.join(f'{x:.3f}' for x in n['r_pass'])} (spread {n['r_pass_noise']:.3f})",
-             "- criterion: a variant **learned** when held-out pass@1 after − before exceeds both that spread and "
-             "twice the paired bootstrap standard error of the change (over problems)", "",
-             "| variant | pass@1 before | pass@1 after | Δ pass@1 (± SE) | threshold | mean r_pass before | after | "
-             "Δ r_pass (± SE) | syntax after | exec after | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Does a real model learn? SmolLM2-135M-Instruct on easy KodCode problems (CPU)",
+        "",
+        "A measurement (codegrpo.learning_real, docs/learning.md), not a paper result. Every variant starts from "
+        "the packaged SmolLM2-135M-Instruct and is trained by the pipeline's DHRCL trainer (verl 0.4.1, CPU "
+        "mode, the sandboxed KodCode reward).",
+        "",
+        f"- slice: `{sl['difficulty']}` KodCode records, {len(sl['train'])} training, {len(sl['val'])} "
+        f"validation and {len(sl['heldout'])} held-out problems (never trained on; question ids in "
+        "`data/slice.json`)",
+        f"- training: {json.dumps(dict(settings['training']), sort_keys=True)}",
+        f"- evaluation (before and after alike): {s['n_samples']} samples per held-out problem, temperature "
+        f"{s['temperature']}, top_p {s['top_p']}, {s['max_new_tokens']} new tokens, sampling seed {s['seed']}",
+        f"- noise: the base model sampled at seeds {n['seeds']} gives pass@1 "
+        f"{', '.join(f'{x:.3f}' for x in n['pass@1'])} (spread {n['pass@1_noise']:.3f}) and mean r_pass "
+        f"{', '.join(f'{x:.3f}' for x in n['r_pass'])} (spread {n['r_pass_noise']:.3f})",
+        "- criterion: a variant **learned** when held-out pass@1 after − before exceeds both that spread and "
+        "twice the paired bootstrap standard error of the change (over problems)",
+        "",
+        "| variant | pass@1 before | pass@1 after | Δ pass@1 (± SE) | threshold | mean r_pass before | after | "
+        "Δ r_pass (± SE) | syntax after | exec after | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, v in summary["variants"].items():
         b, a = v["before"], v["after"]
-        lines.append(f"| {name} | {b['pass@1']:.3f} | {a['pass@1']:.3f} | {v['delta_pass@1']:+.3f} "
-                     f"(± {v['se_pass@1']:.3f}) | {v['threshold']:.3f} | {b['r_pass']:.3f} | {a['r_pass']:.3f} | "
-                     f"{v['delta_r_pass']:+.3f} (± {v['se_r_pass']:.3f}) | {a['syntax_acc']:.2f} | "
-                     f"{a['exec_acc']:.2f} | {v['verdict']}{'' if v['guarded'] else ' (UNGUARDED)'} |")
-    lines += ["", "Per training step (batch means of the rollouts; `zero-variance groups` = the share of GRPO groups "
-              "whose rewards are all equal, which give no gradient): `curves.png`.", "",
-              "| variant | step | score | r_syntax | r_exec | r_pass | zero-variance groups |", "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {b['pass@1']:.3f} | {a['pass@1']:.3f} | {v['delta_pass@1']:+.3f} "
+            f"(± {v['se_pass@1']:.3f}) | {v['threshold']:.3f} | {b['r_pass']:.3f} | {a['r_pass']:.3f} | "
+            f"{v['delta_r_pass']:+.3f} (± {v['se_r_pass']:.3f}) | {a['syntax_acc']:.2f} | "
+            f"{a['exec_acc']:.2f} | {v['verdict']}{'' if v['guarded'] else ' (UNGUARDED)'} |"
+        )
+    lines += [
+        "",
+        "Per training step (batch means of the rollouts; `zero-variance groups` = the share of GRPO groups "
+        "whose rewards are all equal, which give no gradient): `curves.png`.",
+        "",
+        "| variant | step | score | r_syntax | r_exec | r_pass | zero-variance groups |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, v in summary["variants"].items():
         by_step: dict[int, dict] = {}
         for panel, pts in v["curves"].items():
@@ -367,11 +461,19 @@ def write_report(summary: Mapping[str, Any], out_md: str | os.PathLike, curves_p
                 by_step.setdefault(step, {})[panel] = y
         for step in sorted(by_step):
             row = by_step[step]
-            lines.append(f"| {name} | {step} | " + " | ".join(
-                f"{row[p]:.3f}" if p in row else "" for p in CURVE_KEYS) + " |")
-    lines += ["", "Cost (wall seconds on this machine): "
-              + ", ".join(f"{name} training {v['train_seconds']:.0f} + evaluation {v['eval_seconds']:.0f}"
-                          for name, v in summary["variants"].items() if v["train_seconds"] is not None)
-              + f"; base model evaluations {', '.join(f'{x:.0f}' for x in summary['eval_seconds_base'])}.", ""]
+            lines.append(
+                f"| {name} | {step} | " + " | ".join(f"{row[p]:.3f}" if p in row else "" for p in CURVE_KEYS) + " |"
+            )
+    lines += [
+        "",
+        "Cost (wall seconds on this machine): "
+        + ", ".join(
+            f"{name} training {v['train_seconds']:.0f} + evaluation {v['eval_seconds']:.0f}"
+            for name, v in summary["variants"].items()
+            if v["train_seconds"] is not None
+        )
+        + f"; base model evaluations {', '.join(f'{x:.0f}' for x in summary['eval_seconds_base'])}.",
+        "",
+    ]
     with atomic_path(out_md) as tmp:
         Path(tmp).write_text("\n".join(lines), encoding="utf-8")

@@ -63,7 +63,8 @@ def check_torch_init_intact() -> None:
                 f"torch.nn.Module.{name} is replaced by {getattr(fn, '__module__', '?')}."
                 f"{getattr(fn, '__qualname__', fn)!r} after a model was built: a model construction ran without "
                 "codegrpo.models.model_init() in another thread; later models of this process would land on the "
-                "meta device")
+                "meta device"
+            )
 
 
 @contextlib.contextmanager
@@ -131,8 +132,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
     )
 
 
-def tiny_config(arch: str, tokenizer, hidden_size: int = 64, num_layers: int = 2,
-                max_position_embeddings: int = 4096):
+def tiny_config(arch: str, tokenizer, hidden_size: int = 64, num_layers: int = 2, max_position_embeddings: int = 4096):
     """The transformers config of the tiny model (Qwen2 or Qwen3 layout)."""
     common = dict(
         vocab_size=len(tokenizer),
@@ -193,29 +193,53 @@ def build_tiny_model(
         tokenizer.save_pretrained(tmp)
         with open(tmp / "tiny_model.json", "w", encoding="utf-8") as fh:
             json.dump(
-                {"arch": arch, "vocab_size": len(tokenizer), "requested_vocab_size": vocab_size, "seed": seed,
-                 "hidden_size": hidden_size, "num_layers": num_layers, "n_params": n_params,
-                 "n_texts": len(texts)}, fh, indent=2)
-    log.info("tiny %s model: %d params, vocab %d, %d training texts, %.1fs -> %s",
-             arch, n_params, len(tokenizer), len(texts), time.time() - t0, out_dir)
+                {
+                    "arch": arch,
+                    "vocab_size": len(tokenizer),
+                    "requested_vocab_size": vocab_size,
+                    "seed": seed,
+                    "hidden_size": hidden_size,
+                    "num_layers": num_layers,
+                    "n_params": n_params,
+                    "n_texts": len(texts),
+                },
+                fh,
+                indent=2,
+            )
+    log.info(
+        "tiny %s model: %d params, vocab %d, %d training texts, %.1fs -> %s",
+        arch,
+        n_params,
+        len(tokenizer),
+        len(texts),
+        time.time() - t0,
+        out_dir,
+    )
     return Path(out_dir)
 
 
-def build_tiny_reward_model(out_dir: str | os.PathLike, texts: Sequence[str], vocab_size: int = 1024, seed: int = 0,
-                            hidden_size: int = 64, num_layers: int = 2,
-                            value_head_prefix: str = "v_head.summary") -> Path:
+def build_tiny_reward_model(
+    out_dir: str | os.PathLike,
+    texts: Sequence[str],
+    vocab_size: int = 1024,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    value_head_prefix: str = "v_head.summary",
+) -> Path:
     """A tiny reward model in AceCodeRM's layout (:mod:`codegrpo.rewards.reward_model`): the tiny Qwen2 causal
     LM of :func:`build_tiny_model` plus a scalar value head ``<value_head_prefix>.weight`` (1, hidden) and
     ``.bias`` (1,) in the same ``model.safetensors``. Fully offline; random weights (seeded)."""
     import torch
     from safetensors.torch import load_file, save_file
 
-    build_tiny_model(out_dir, texts, arch="qwen2", vocab_size=vocab_size, seed=seed, hidden_size=hidden_size,
-                     num_layers=num_layers)
+    build_tiny_model(
+        out_dir, texts, arch="qwen2", vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, num_layers=num_layers
+    )
     weights = Path(out_dir) / "model.safetensors"
     tensors = load_file(str(weights))
     gen = torch.Generator().manual_seed(seed + 1)
-    tensors[f"{value_head_prefix}.weight"] = torch.randn((1, hidden_size), generator=gen) / hidden_size ** 0.5
+    tensors[f"{value_head_prefix}.weight"] = torch.randn((1, hidden_size), generator=gen) / hidden_size**0.5
     tensors[f"{value_head_prefix}.bias"] = torch.randn((1,), generator=gen)
     tmp = weights.with_suffix(".tmp")
     save_file(tensors, str(tmp), metadata={"format": "pt"})
@@ -238,7 +262,12 @@ def load_model(path: str | os.PathLike, device: str = "cpu"):
 # ----------------------------------------------------------------------------------------------------------
 # checkpoints
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 def is_hf_dir(path: str | os.PathLike) -> bool:
@@ -257,8 +286,12 @@ def has_tokenizer(p: Path) -> bool:
     return (p / "tokenizer.json").is_file() or (p / "tokenizer_config.json").is_file()
 
 
-def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: str | os.PathLike | None = None,
-              merge_sharded: Callable[[Path, Path], None] | None = None) -> Path:
+def export_hf(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    tokenizer_from: str | os.PathLike | None = None,
+    merge_sharded: Callable[[Path, Path], None] | None = None,
+) -> Path:
     """Write ``src`` (an HF-layout training checkpoint or a sharded FSDP actor checkpoint) to ``dst`` as a
     Hugging Face folder with safetensors weights and the tokenizer.
 
@@ -270,8 +303,10 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: st
     if not src.is_dir():
         raise CheckpointError(f"{src}: checkpoint folder does not exist")
     if is_fsdp_actor_dir(src) and merge_sharded is None:
-        raise CheckpointError(f"{src}: a sharded FSDP actor checkpoint; export it with the trainer adapter's "
-                              "export_hf (codegrpo.verl.checkpoints), which merges the shards")
+        raise CheckpointError(
+            f"{src}: a sharded FSDP actor checkpoint; export it with the trainer adapter's "
+            "export_hf (codegrpo.verl.checkpoints), which merges the shards"
+        )
     with atomic_dir(dst) as tmp:
         if is_fsdp_actor_dir(src):
             with model_init():
@@ -290,7 +325,8 @@ def export_hf(src: str | os.PathLike, dst: str | os.PathLike, tokenizer_from: st
         else:
             raise CheckpointError(
                 f"{src}: neither a Hugging Face folder (config.json + weights) nor an FSDP actor checkpoint "
-                "(model_world_size_*_rank_*.pt + huggingface/)")
+                "(model_world_size_*_rank_*.pt + huggingface/)"
+            )
         if not has_tokenizer(tmp):
             from transformers import AutoTokenizer
 
@@ -332,8 +368,13 @@ def import_checkpoint(src: str, dst: str | os.PathLike, revision: str | None = N
         # Through the Hugging Face cache (HF_HOME): a job with HF_HUB_OFFLINE=1 finds what `snakemake prefetch`
         # put there (a local_dir download cannot fall back on the cache offline).
         try:
-            cached = Path(snapshot_download(repo_id=src, revision=revision, allow_patterns=[
-                "*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.bin"]))
+            cached = Path(
+                snapshot_download(
+                    repo_id=src,
+                    revision=revision,
+                    allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.bin"],
+                )
+            )
         except Exception as exc:  # network errors, offline mode without the cache, missing repo
             raise CheckpointError(f"could not download model {src!r}: {type(exc).__name__}: {exc}") from exc
         for item in cached.rglob("*"):
@@ -362,6 +403,8 @@ def corpus_from_parquet(paths: Sequence[str | os.PathLike]) -> list[str]:
                 texts += [str(m["content"]) for m in msgs]
             texts += [str(rm.get("ground_truth", "")) for rm in df["reward_model"]]
         else:
-            raise ValueError(f"{path}: neither SFT (prompt, response) nor verl RL (prompt, reward_model) columns; "
-                             f"found {list(df.columns)}")
+            raise ValueError(
+                f"{path}: neither SFT (prompt, response) nor verl RL (prompt, reward_model) columns; "
+                f"found {list(df.columns)}"
+            )
     return [t for t in texts if t]

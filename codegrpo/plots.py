@@ -29,9 +29,15 @@ _COMPONENT_RE = re.compile(r"^(reward|rewards|reward_components|components)/")
 _VAL_RE = re.compile(r"^val-(core|aux)/(?P<base>.+)/mean@(?P<n>\d+)$")
 PANELS = ("score", "component", "hack", "kl", "curriculum", "loss", "val")
 HACK_KEYS = ("reward/hack_detected/mean",)  # the sandbox's harness guards (rate of samples per step)
-TITLES = {"score": "score (mean reward)", "component": "reward components (batch means)",
-          "hack": "harness guards fired (share of samples; a rising rate is a finding)", "kl": "KL",
-          "curriculum": "curriculum stage", "loss": "SFT loss", "val": "validation (mean@n)"}
+TITLES = {
+    "score": "score (mean reward)",
+    "component": "reward components (batch means)",
+    "hack": "harness guards fired (share of samples; a rising rate is a finding)",
+    "kl": "KL",
+    "curriculum": "curriculum stage",
+    "loss": "SFT loss",
+    "val": "validation (mean@n)",
+}
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
@@ -114,8 +120,12 @@ def _series(rows: Sequence[dict], key: str) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
-def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: str | None = None,
-             curriculum_path: str | os.PathLike | None = None) -> dict:
+def plot_run(
+    metrics_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    run: str | None = None,
+    curriculum_path: str | os.PathLike | None = None,
+) -> dict:
     """Figure of one run; returns which keys were drawn on each panel.
 
     A run without a metrics file (an imported checkpoint, not trained here) gets a figure saying so.
@@ -140,8 +150,16 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
         for step, label in transitions:
             ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
             if panel == panels[0]:
-                ax.annotate(label, (step, 1.0), xycoords=("data", "axes fraction"), fontsize=7, rotation=90,
-                            va="top", ha="right", color="grey")
+                ax.annotate(
+                    label,
+                    (step, 1.0),
+                    xycoords=("data", "axes fraction"),
+                    fontsize=7,
+                    rotation=90,
+                    va="top",
+                    ha="right",
+                    color="grey",
+                )
         ax.set_title(titles[panel], fontsize=9)
         if keys[panel]:
             ax.legend(fontsize=6, loc="best", ncol=2)
@@ -157,7 +175,10 @@ def plot_run(metrics_path: str | os.PathLike, out_path: str | os.PathLike, run: 
     return {"panels": {p: keys[p] for p in panels}, "transitions": transitions, "steps": len(rows)}
 
 
-REEXEC_PANELS = (("humaneval_decompile", "humaneval", "HumanEval-Decompile"), ("mbpp_decompile", "mbpp", "MBPP-Decompile"))
+REEXEC_PANELS = (
+    ("humaneval_decompile", "humaneval", "HumanEval-Decompile"),
+    ("mbpp_decompile", "mbpp", "MBPP-Decompile"),
+)
 
 
 def plot_reexec(results: Iterable[dict], out_path: str | os.PathLike, published: dict | None = None) -> int:
@@ -182,8 +203,9 @@ def plot_reexec(results: Iterable[dict], out_path: str | os.PathLike, published:
     if not panels:
         panels.append(("HumanEval-Decompile", []))
     tallest = max(len(series) for _, series in panels)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, (3.5 + 0.25 * ((tallest + 2) // 3)) * len(panels)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(8, (3.5 + 0.25 * ((tallest + 2) // 3)) * len(panels)), squeeze=False
+    )
     for ax, (title, series) in zip(axes[:, 0], panels):
         width = 0.8 / max(1, len(series))
         for i, (label, vals) in enumerate(series):
@@ -204,8 +226,11 @@ def plot_codegen(results: Iterable[dict], out_path: str | os.PathLike) -> int:
     """Bars per code-generation system: pass@1 per benchmark, syntax and execution accuracy."""
     rows = [r for r in results if r.get("kind") == "codegen"]
     labels = [f"{r.get('label') or r['system']}\n{r['benchmark']}" for r in rows]
-    metrics = [("pass@1", lambda r: r["pass@k"].get("1", 0.0)), ("syntax acc", lambda r: r["syntax_acc"]),
-               ("exec acc", lambda r: r["exec_acc"])]
+    metrics = [
+        ("pass@1", lambda r: r["pass@k"].get("1", 0.0)),
+        ("syntax acc", lambda r: r["syntax_acc"]),
+        ("exec acc", lambda r: r["exec_acc"]),
+    ]
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(rows) + 2), 3.5))
     width = 0.8 / len(metrics)
     for i, (name, fn) in enumerate(metrics):
@@ -226,5 +251,3 @@ def save_figure(fig, out_path: str | os.PathLike) -> None:
     with atomic_path(out_path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
-
-

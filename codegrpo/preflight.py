@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 
-
 class PreflightError(ValueError):
     """One or more configuration problems; ``problems`` lists them, each naming a config key and the fix."""
 
@@ -74,8 +73,14 @@ def training_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
     return out
 
 
-TOPOLOGY_KEYS = ("nnodes", "n_gpus_per_node", "tensor_model_parallel_size", "train_batch_size", "n",
-                 "ppo_mini_batch_size")
+TOPOLOGY_KEYS = (
+    "nnodes",
+    "n_gpus_per_node",
+    "tensor_model_parallel_size",
+    "train_batch_size",
+    "n",
+    "ppo_mini_batch_size",
+)
 
 
 def model_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
@@ -84,9 +89,11 @@ def model_sections(cfg: Mapping) -> dict[str, tuple[str, Mapping]]:
     d = cfg.get("dhrcl")
     if not isinstance(d, Mapping) or not isinstance(d.get("training"), Mapping):
         return {}
-    return {f"dhrcl:{m['name']}": (f"dhrcl.models[{m['name']}].training",
-                                   {**d["training"], **(m.get("training") or {})})
-            for m in d.get("models") or [] if set(m.get("training") or {}) & set(TOPOLOGY_KEYS)}
+    return {
+        f"dhrcl:{m['name']}": (f"dhrcl.models[{m['name']}].training", {**d["training"], **(m.get("training") or {})})
+        for m in d.get("models") or []
+        if set(m.get("training") or {}) & set(TOPOLOGY_KEYS)
+    }
 
 
 def _imported(stage: str, section: Mapping) -> bool:
@@ -110,27 +117,32 @@ def check_topology(cfg: Mapping) -> list[str]:
             if s["train_batch_size"] % world:
                 problems.append(
                     f"{path}.train_batch_size = {s['train_batch_size']} does not split over {path}.nnodes x "
-                    f"{path}.n_gpus_per_node = {nodes} x {per_node} GPUs; make it a multiple of {world}")
+                    f"{path}.n_gpus_per_node = {nodes} x {per_node} GPUs; make it a multiple of {world}"
+                )
             continue
         tp = int(s.get("tensor_model_parallel_size", 1))
         if per_node % tp:
             problems.append(
                 f"{path}.tensor_model_parallel_size = {tp} does not divide {path}.n_gpus_per_node = {per_node}; "
-                f"set a tensor parallel size that divides the GPUs per node")
+                f"set a tensor parallel size that divides the GPUs per node"
+            )
         rollouts = int(s["train_batch_size"]) * int(s.get("n", 1))
         if rollouts % world:
             problems.append(
                 f"{path}.train_batch_size x {path}.n = {rollouts} responses do not split over {nodes} x {per_node} "
-                f"GPUs ({path}.nnodes x {path}.n_gpus_per_node); make it a multiple of {world}")
+                f"GPUs ({path}.nnodes x {path}.n_gpus_per_node); make it a multiple of {world}"
+            )
         mini = int(s.get("ppo_mini_batch_size", s["train_batch_size"]))
         if mini > int(s["train_batch_size"]):
             problems.append(
                 f"{path}.ppo_mini_batch_size = {mini} exceeds {path}.train_batch_size = {s['train_batch_size']}; "
-                f"lower ppo_mini_batch_size")
+                f"lower ppo_mini_batch_size"
+            )
         elif (mini * int(s.get("n", 1))) % world:
             problems.append(
                 f"{path}.ppo_mini_batch_size x {path}.n = {mini * int(s.get('n', 1))} does not split over "
-                f"{world} GPUs; make it a multiple of {world}")
+                f"{world} GPUs; make it a multiple of {world}"
+            )
     return problems
 
 
@@ -143,20 +155,24 @@ def check_rows(cfg: Mapping, stage: str, rows: int, *, files: str = "") -> list[
             where = f" ({files})" if files else ""
             problems.append(
                 f"{path}.{key} = {s[key]} but the {stage} training data has only {rows} rows{where}; lower "
-                f"{path}.{key} to at most {rows} or configure more data (datasets / kodcode)")
+                f"{path}.{key} to at most {rows} or configure more data (datasets / kodcode)"
+            )
     return problems
 
 
 def check_partition(cfg: Mapping, executor: str | None) -> list[str]:
     """Under the SLURM executor a partition must be named (many sites have no usable default)."""
     if executor == "slurm" and not cfg["cluster"].get("partition"):
-        return ["cluster.partition is unset but jobs go to SLURM (--profile slurm / --executor slurm); set "
-                "cluster.partition to your site's partition (sinfo -s lists them) in a --configfile override"]
+        return [
+            "cluster.partition is unset but jobs go to SLURM (--profile slurm / --executor slurm); set "
+            "cluster.partition to your site's partition (sinfo -s lists them) in a --configfile override"
+        ]
     return []
 
 
-def check_offline(cfg: Mapping, env: Mapping[str, str], *, cache_dir: str | None = None,
-                  datasets_dir: str | None = None) -> list[str]:
+def check_offline(
+    cfg: Mapping, env: Mapping[str, str], *, cache_dir: str | None = None, datasets_dir: str | None = None
+) -> list[str]:
     """With HF_HUB_OFFLINE=1 every model and dataset the run names by hub id must be in the run's cache.
 
     The ids and the cache come from :mod:`codegrpo.hub` (``hub.cache_dir`` / ``HF_HOME``; ``cache_dir`` and
@@ -207,8 +223,11 @@ def check_chat_template(cfg: Mapping, env: Mapping[str, str] | None = None) -> l
     if sft_import.get("skeleton") and sft_import.get("skin"):
         return []  # nothing of SK²Decompile is trained from the base model
     try:
-        resolve((cfg.get("model") or {}).get("chat_template"), base_has_template(cfg, env),
-                where=str((cfg.get("model") or {}).get("base")))
+        resolve(
+            (cfg.get("model") or {}).get("chat_template"),
+            base_has_template(cfg, env),
+            where=str((cfg.get("model") or {}).get("base")),
+        )
     except ChatTemplateError as exc:
         return [str(exc)]
     return []
@@ -223,7 +242,8 @@ def check_wandb(cfg: Mapping, env: Mapping[str, str]) -> list[str]:
         if "wandb" in (s.get("logger") or []) and not _imported(stage, s):
             problems.append(
                 f"{path}.logger includes wandb but neither WANDB_API_KEY nor WANDB_MODE is set; export "
-                f"WANDB_API_KEY (or WANDB_MODE=offline), or remove wandb from {path}.logger")
+                f"WANDB_API_KEY (or WANDB_MODE=offline), or remove wandb from {path}.logger"
+            )
     return problems
 
 
@@ -248,13 +268,17 @@ def check_lengths(cfg: Mapping, stage: str, model_dir: str | os.PathLike) -> lis
     path, s = training_sections(cfg)[stage]
     if stage == "sft":
         if int(s["max_length"]) > limit:
-            return [f"{path}.max_length = {s['max_length']} exceeds the {limit} positions of {model_dir} "
-                    f"(config.json max_position_embeddings); lower {path}.max_length to at most {limit}"]
+            return [
+                f"{path}.max_length = {s['max_length']} exceeds the {limit} positions of {model_dir} "
+                f"(config.json max_position_embeddings); lower {path}.max_length to at most {limit}"
+            ]
         return []
     total = int(s["max_prompt_length"]) + int(s["max_response_length"])
     if total > limit:
-        return [f"{path}.max_prompt_length + {path}.max_response_length = {total} exceeds the {limit} positions "
-                f"of {model_dir} (config.json max_position_embeddings); lower them to {limit} in total"]
+        return [
+            f"{path}.max_prompt_length + {path}.max_response_length = {total} exceeds the {limit} positions "
+            f"of {model_dir} (config.json max_position_embeddings); lower them to {limit} in total"
+        ]
     return []
 
 
@@ -264,10 +288,12 @@ def check_verl_version(version: str | None = None) -> list[str]:
 
     found = installed_verl_version() if version is None else version
     if found != VERL_VERSION:
-        return [f"verl {found or 'is not installed'}{'' if not found else ' is installed'}: the adapter "
-                f"(codegrpo/verl/) is written for verl {VERL_VERSION} (its config keys, reward and trainer "
-                f"classes; newer verl ignores some of them silently); install verl=={VERL_VERSION} "
-                f"(envs/*.yaml, scripts/setup.sh)"]
+        return [
+            f"verl {found or 'is not installed'}{'' if not found else ' is installed'}: the adapter "
+            f"(codegrpo/verl/) is written for verl {VERL_VERSION} (its config keys, reward and trainer "
+            f"classes; newer verl ignores some of them silently); install verl=={VERL_VERSION} "
+            f"(envs/*.yaml, scripts/setup.sh)"
+        ]
     return []
 
 
@@ -277,15 +303,18 @@ def check_thinking(cfg: Mapping) -> list[str]:
     d = cfg.get("dhrcl")
     if not isinstance(d, Mapping) or "init" not in d or d.get("enable_thinking") is not None:
         return []
-    inits = ([(f"dhrcl.models[{m['name']}].init", m["init"]) for m in d.get("models") or []]
-             or [("dhrcl.init", d["init"])])
+    inits = [(f"dhrcl.models[{m['name']}].init", m["init"]) for m in d.get("models") or []] or [
+        ("dhrcl.init", d["init"])
+    ]
     for key, init in inits:
         init = init if init != "base" else (cfg.get("model") or {}).get("base", "")
         name = str(init).lower()
         if "qwen3" in name and "embedding" not in name:
-            return [f"{key} = {init} is a Qwen3 model but dhrcl.enable_thinking is unset (the chat template "
-                    f"would think by default); set dhrcl.enable_thinking: false or true (used in training and "
-                    f"evaluation alike)"]
+            return [
+                f"{key} = {init} is a Qwen3 model but dhrcl.enable_thinking is unset (the chat template "
+                f"would think by default); set dhrcl.enable_thinking: false or true (used in training and "
+                f"evaluation alike)"
+            ]
     return []
 
 
@@ -300,14 +329,34 @@ def check_budget(cfg: Mapping) -> list[str]:
 def plan_checks(cfg: Mapping, *, executor: str | None = None, env: Mapping[str, str] | None = None) -> None:
     """Every check that needs only the config and the environment; raise :class:`PreflightError`."""
     env = os.environ if env is None else env
-    raise_problems(check_topology(cfg) + check_partition(cfg, executor) + check_offline(cfg, env)
-                   + check_wandb(cfg, env) + check_thinking(cfg) + check_budget(cfg) + check_chat_template(cfg, env))
+    raise_problems(
+        check_topology(cfg)
+        + check_partition(cfg, executor)
+        + check_offline(cfg, env)
+        + check_wandb(cfg, env)
+        + check_thinking(cfg)
+        + check_budget(cfg)
+        + check_chat_template(cfg, env)
+    )
 
 
-def stage_checks(cfg: Mapping, stage: str, *, rows: int, model_dir: str | os.PathLike, files: str = "",
-                 env: Mapping[str, str] | None = None) -> None:
+def stage_checks(
+    cfg: Mapping,
+    stage: str,
+    *,
+    rows: int,
+    model_dir: str | os.PathLike,
+    files: str = "",
+    env: Mapping[str, str] | None = None,
+) -> None:
     """A training job's checks before it loads a model: the config checks plus rows and lengths."""
     env = os.environ if env is None else env
-    raise_problems(check_verl_version() + check_topology(cfg) + check_offline(cfg, env) + check_wandb(cfg, env)
-                   + (check_thinking(cfg) if stage == "dhrcl" else []) + check_rows(cfg, stage, rows, files=files)
-                   + check_lengths(cfg, stage, model_dir))
+    raise_problems(
+        check_verl_version()
+        + check_topology(cfg)
+        + check_offline(cfg, env)
+        + check_wandb(cfg, env)
+        + (check_thinking(cfg) if stage == "dhrcl" else [])
+        + check_rows(cfg, stage, rows, files=files)
+        + check_lengths(cfg, stage, model_dir)
+    )

@@ -114,8 +114,12 @@ def run_group(
     """
     pipe = subprocess.PIPE if capture else subprocess.DEVNULL
     proc = popen_group(
-        argv, cwd=cwd, env=dict(env) if env is not None else None,
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=pipe, stderr=pipe,
+        argv,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=pipe,
+        stderr=pipe,
     )
     try:
         out, err = proc.communicate(input=input, timeout=timeout)

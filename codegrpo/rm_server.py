@@ -36,8 +36,12 @@ def create_app(scorer, served_name: str, max_pairs: int = 4096):
         if bad is not None:
             return bad
         pairs = body.get("pairs")
-        if not isinstance(pairs, list) or not pairs or len(pairs) > max_pairs or not all(
-                isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in pairs):
+        if (
+            not isinstance(pairs, list)
+            or not pairs
+            or len(pairs) > max_pairs
+            or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in pairs)
+        ):
             return error(400, f"'pairs' must hold 1..{max_pairs} [question, response] string pairs")
         scores = await run_in_threadpool(score, [tuple(p) for p in pairs])
         return {"model": served_name, "scores": scores}
@@ -64,10 +68,22 @@ def main(argv: list[str] | None = None) -> None:
 
     name = args.served_model_name or os.path.basename(args.model_path.rstrip("/"))
     t0 = time.perf_counter()
-    scorer = RewardModelScorer(args.model_path, value_head_prefix=args.value_head_prefix, dtype=args.dtype,
-                               device=args.device, max_length=args.max_length, batch_size=args.batch_size)
-    log.info("loaded reward model %s as %r in %.1fs; listening on http://%s:%d/v1", args.model_path, name,
-             time.perf_counter() - t0, args.host, args.port)
+    scorer = RewardModelScorer(
+        args.model_path,
+        value_head_prefix=args.value_head_prefix,
+        dtype=args.dtype,
+        device=args.device,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+    )
+    log.info(
+        "loaded reward model %s as %r in %.1fs; listening on http://%s:%d/v1",
+        args.model_path,
+        name,
+        time.perf_counter() - t0,
+        args.host,
+        args.port,
+    )
     import uvicorn
 
     uvicorn.run(create_app(scorer, name), host=args.host, port=args.port, log_level=args.log_level)

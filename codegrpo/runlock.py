@@ -38,8 +38,12 @@ def lock_path(run_dir: str | os.PathLike) -> Path:
 
 
 def _holder() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 @contextlib.contextmanager
@@ -58,7 +62,8 @@ def run_dir_lock(run_dir: str | os.PathLike):
                 holder = "unknown"
             raise RunLockedError(
                 f"{Path(run_dir)} is in use by another trainer (lock {path}, held by {holder}); wait for it to end "
-                f"or cancel it (scancel / kill) — the lock goes with its process, nothing needs deleting") from None
+                f"or cancel it (scancel / kill) — the lock goes with its process, nothing needs deleting"
+            ) from None
         except OSError as exc:
             if exc.errno not in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                 raise

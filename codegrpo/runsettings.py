@@ -33,8 +33,13 @@ SETTINGS_FILE = "settings.json"
 SECTIONS = ("compile_reward", "embedding", "sandbox")
 #: the documented environment overrides of the reward settings (for use outside a training run); a training
 #: launch drops them from its trainer's environment, so its workers see only $CODEGRPO_RUN_SETTINGS
-OVERRIDE_PREFIXES = ("CODEGRPO_COMPILE_", "CODEGRPO_EMBEDDING_", "CODEGRPO_SANDBOX_LIMITS",
-                     "CODEGRPO_SANDBOX_WORKERS", "CODEGRPO_DHRCL_STAGE")
+OVERRIDE_PREFIXES = (
+    "CODEGRPO_COMPILE_",
+    "CODEGRPO_EMBEDDING_",
+    "CODEGRPO_SANDBOX_LIMITS",
+    "CODEGRPO_SANDBOX_WORKERS",
+    "CODEGRPO_DHRCL_STAGE",
+)
 
 
 class RunSettingsError(RuntimeError):
@@ -57,8 +62,9 @@ def read_document(path: str | os.PathLike) -> dict:
     try:
         mtime = os.stat(path).st_mtime_ns
     except OSError as exc:
-        raise RunSettingsError(f"{path}: cannot read the run's {SETTINGS_FILE} (named by ${SETTINGS_ENV}): "
-                               f"{exc.strerror or exc}") from exc
+        raise RunSettingsError(
+            f"{path}: cannot read the run's {SETTINGS_FILE} (named by ${SETTINGS_ENV}): {exc.strerror or exc}"
+        ) from exc
     with _LOCK:
         hit = _CACHE.get(path)
         if hit is not None and hit[0] == mtime:
@@ -96,8 +102,10 @@ def run_section(name: str, path: str | os.PathLike | None = None) -> dict | None
     doc = read_document(path)
     section = doc["settings"].get(name)
     if not isinstance(section, dict):
-        raise RunSettingsError(f"{path}: field 'settings.{name}' is missing or not an object (a run resolves "
-                               f"{', '.join(SECTIONS)} into its {SETTINGS_FILE})")
+        raise RunSettingsError(
+            f"{path}: field 'settings.{name}' is missing or not an object (a run resolves "
+            f"{', '.join(SECTIONS)} into its {SETTINGS_FILE})"
+        )
     out = dict(section)
     served = (doc.get("served") or {}).get(name)
     if served:
@@ -116,7 +124,7 @@ def schema_defaults(*path: str) -> dict[str, Any]:
         ref = node.get("$ref", "")
         if not ref.startswith("#/$defs/"):
             return node
-        base = schema["$defs"][ref[len("#/$defs/"):]]
+        base = schema["$defs"][ref[len("#/$defs/") :]]
         props = dict(base.get("properties") or {})
         for k, v in (node.get("properties") or {}).items():  # per-key refinements (e.g. a stage's own default)
             props[k] = {**props.get(k, {}), **v}

@@ -33,9 +33,11 @@ from codegrpo.procgroup import popen_group, stop_group
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_SERVER_COMMAND = "{python} -m codegrpo.embed_server --host {host} --port {port} --served-model-name {model}"
-RM_SERVER_COMMAND = ("{python} -m codegrpo.rm_server --host {host} --port {port} --model-path {model_path} "
-                     "--served-model-name {model} --value-head-prefix {value_head_prefix} --dtype {dtype} "
-                     "--device {device} --max-length {max_length} --batch-size {batch_size}")
+RM_SERVER_COMMAND = (
+    "{python} -m codegrpo.rm_server --host {host} --port {port} --model-path {model_path} "
+    "--served-model-name {model} --value-head-prefix {value_head_prefix} --dtype {dtype} "
+    "--device {device} --max-length {max_length} --batch-size {batch_size}"
+)
 
 
 class ServiceError(RuntimeError):
@@ -93,8 +95,11 @@ class ManagedService:
             self._log = open(self.log_path, "ab")
         try:
             self.proc = popen_group(
-                self.command, cwd=self.cwd, env={**os.environ, **self.extra_env},
-                stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                self.command,
+                cwd=self.cwd,
+                env={**os.environ, **self.extra_env},
+                stdout=self._log or subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
             )
         except OSError as exc:
             raise ServiceError(f"cannot start {self.name}: {shlex.join(self.command)}: {exc}") from exc
@@ -175,7 +180,10 @@ def embedding_service(
     template = section.get("server_command") or DEFAULT_SERVER_COMMAND
     model = section.get("model") or MINILM_NAME
     fields = {
-        "python": shlex.quote(sys.executable), "host": host, "port": port, "model": shlex.quote(model),
+        "python": shlex.quote(sys.executable),
+        "host": host,
+        "port": port,
+        "model": shlex.quote(model),
         "model_path": shlex.quote(str(section.get("server_model_path") or model)),
     }
     command = server_command(template, fields, "embedding.server_command")
@@ -189,8 +197,13 @@ def embedding_service(
 
         ready_s = schema_defaults("embedding")["server_ready_timeout_s"]
     svc = ManagedService(
-        command, ready_url=f"{api_base}/models", ready_timeout_s=float(ready_s),
-        env=env, log_path=log_path, name=f"embedding server ({command[0]})", exports=exports,
+        command,
+        ready_url=f"{api_base}/models",
+        ready_timeout_s=float(ready_s),
+        env=env,
+        log_path=log_path,
+        name=f"embedding server ({command[0]})",
+        exports=exports,
     )
     svc.endpoint = endpoint
     return svc
@@ -205,8 +218,9 @@ def server_command(template: str, fields: Mapping[str, Any], key: str) -> list[s
         raise ServiceError(f"{key} {template!r}: bad template ({exc}); placeholders: {sorted(fields)}") from exc
 
 
-def reward_model_service(section: Mapping[str, Any], log_path: str | os.PathLike | None = None,
-                         port: int | None = None) -> ManagedService:
+def reward_model_service(
+    section: Mapping[str, Any], log_path: str | os.PathLike | None = None, port: int | None = None
+) -> ManagedService:
     """A :class:`ManagedService` for a DHRCL run's ``reward_model`` settings (``dhrcl.reward_model``, resolved):
     the project's scoring server (:mod:`codegrpo.rm_server`) over ``model`` (hub id or folder) on ``device``.
     ``service.endpoint`` (api_base, model) is what the reward's client needs (recorded under
@@ -217,8 +231,13 @@ def reward_model_service(section: Mapping[str, Any], log_path: str | os.PathLike
     port = int(port or section.get("server_port") or 0) or free_port(host)
     template = section.get("server_command") or RM_SERVER_COMMAND
     name = str(section.get("served_name") or section["model"])
-    fields = {"python": shlex.quote(sys.executable), "host": host, "port": port, "model": shlex.quote(name),
-              "model_path": shlex.quote(str(section["model"]))}
+    fields = {
+        "python": shlex.quote(sys.executable),
+        "host": host,
+        "port": port,
+        "model": shlex.quote(name),
+        "model_path": shlex.quote(str(section["model"])),
+    }
     for key in ("value_head_prefix", "dtype", "device", "max_length", "batch_size"):
         fields[key] = shlex.quote(str(section[key]))
     command = server_command(template, fields, "dhrcl.reward_model.server_command")
@@ -226,8 +245,13 @@ def reward_model_service(section: Mapping[str, Any], log_path: str | os.PathLike
     env = {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
     if section.get("cuda_visible_devices") is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(section["cuda_visible_devices"])
-    svc = ManagedService(command, ready_url=f"{api_base}/models",
-                         ready_timeout_s=float(section.get("server_ready_timeout_s") or 600),
-                         env=env, log_path=log_path, name=f"reward-model server ({name})")
+    svc = ManagedService(
+        command,
+        ready_url=f"{api_base}/models",
+        ready_timeout_s=float(section.get("server_ready_timeout_s") or 600),
+        env=env,
+        log_path=log_path,
+        name=f"reward-model server ({name})",
+    )
     svc.endpoint = {"api_base": api_base, "model": name}
     return svc

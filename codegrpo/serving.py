@@ -24,12 +24,13 @@ def model_app(title: str, served_name: str):
 
     @app.get("/v1/models")
     def models():
-        return {"object": "list", "data": [{"id": served_name, "object": "model", "created": created,
-                                            "owned_by": "codegrpo"}]}
+        return {
+            "object": "list",
+            "data": [{"id": served_name, "object": "model", "created": created, "owned_by": "codegrpo"}],
+        }
 
     def error(status: int, message: str, kind: str = "invalid_request_error"):
-        return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind,
-                                                                   "code": status}})
+        return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind, "code": status}})
 
     async def read_body(request):
         try:

@@ -40,8 +40,17 @@ from typing import Any, Mapping, Sequence
 
 from codegrpo.io import atomic_open, write_json
 from codegrpo.procgroup import kill_group, popen_group
-from codegrpo.smoke_checks import (GRPO_SECTIONS, check_embedding_server, check_eval_batch, check_grpo, check_import,
-                                   check_sandbox, check_tiny_model, check_vllm_engine, smoke_grpo_config)
+from codegrpo.smoke_checks import (
+    GRPO_SECTIONS,
+    check_embedding_server,
+    check_eval_batch,
+    check_grpo,
+    check_import,
+    check_sandbox,
+    check_tiny_model,
+    check_vllm_engine,
+    smoke_grpo_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +127,12 @@ def run_check(check: Check, work_dir: str | os.PathLike, env: Mapping[str, str] 
     t0 = time.monotonic()
     timed_out = False
     with open(log_file, "wb") as out:
-        proc = popen_group([sys.executable, "-m", "codegrpo.smoke", "check", check.target, str(kwargs_file),
-                            str(result_file)], stdout=out, stderr=subprocess.STDOUT,
-                           env={**os.environ, **(env or {})})
+        proc = popen_group(
+            [sys.executable, "-m", "codegrpo.smoke", "check", check.target, str(kwargs_file), str(result_file)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
         try:
             returncode = proc.wait(timeout=check.timeout_s)
             kill_group(proc)  # whatever the check left running in its group (none when it cleaned up)
@@ -131,16 +143,31 @@ def run_check(check: Check, work_dir: str | os.PathLike, env: Mapping[str, str] 
     seconds = round(time.monotonic() - t0, 1)
     tail = log_file.read_text(errors="replace")[-1500:]
     if timed_out:
-        return CheckResult(check.name, FAILED, seconds, f"timed out after {check.timeout_s:.0f}s (killed); "
-                           f"log {log_file}", {"log_tail": tail})
+        return CheckResult(
+            check.name,
+            FAILED,
+            seconds,
+            f"timed out after {check.timeout_s:.0f}s (killed); log {log_file}",
+            {"log_tail": tail},
+        )
     if not result_file.exists():
-        return CheckResult(check.name, FAILED, seconds, f"the check's process exited with status {returncode} "
-                           f"without a result (crashed); log {log_file}", {"log_tail": tail})
+        return CheckResult(
+            check.name,
+            FAILED,
+            seconds,
+            f"the check's process exited with status {returncode} without a result (crashed); log {log_file}",
+            {"log_tail": tail},
+        )
     data = json.loads(result_file.read_text())
     if data["status"] == OK:
         return CheckResult(check.name, OK, seconds, "", data.get("detail") or {})
-    return CheckResult(check.name, FAILED, seconds, data["error"], {"log": str(log_file),
-                                                                     "traceback": data.get("traceback", "")[-3000:]})
+    return CheckResult(
+        check.name,
+        FAILED,
+        seconds,
+        data["error"],
+        {"log": str(log_file), "traceback": data.get("traceback", "")[-3000:]},
+    )
 
 
 LEGACY_DECOMPILE_DATA = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
@@ -153,8 +180,9 @@ def decompile_data(cfg: Mapping[str, Any]) -> str:
     return LEGACY_DECOMPILE_DATA if data.startswith(("http://", "https://")) else data
 
 
-def plan_checks(cfg: Mapping[str, Any], *, decompile_data: str, out_dir: str | os.PathLike,
-                logs_dir: str | os.PathLike) -> list[Check]:
+def plan_checks(
+    cfg: Mapping[str, Any], *, decompile_data: str, out_dir: str | os.PathLike, logs_dir: str | os.PathLike
+) -> list[Check]:
     """The smoke's checks for this config (``smoke`` section: sizes and time limits). Its inputs are its own
     (toy task, tiny model) and the shipped evaluation file: nothing of the pipeline needs to run first."""
     sm = cfg["smoke"]
@@ -163,41 +191,81 @@ def plan_checks(cfg: Mapping[str, Any], *, decompile_data: str, out_dir: str | o
     t = sm["timeouts_s"]
     mem = float(sm["gpu_memory_utilization"])
     return [
-        Check("tiny_model", "codegrpo.smoke_checks:check_tiny_model",
-              {"out_dir": model, "data_dir": str(data), **sm["tiny"], "seed": int(cfg.get("seed", 0))},
-              t["tiny_model"]),
-        Check("import_verl_workers", "codegrpo.smoke_checks:check_import", {"module": "verl.workers.fsdp_workers"},
-              t["imports"]),
+        Check(
+            "tiny_model",
+            "codegrpo.smoke_checks:check_tiny_model",
+            {"out_dir": model, "data_dir": str(data), **sm["tiny"], "seed": int(cfg.get("seed", 0))},
+            t["tiny_model"],
+        ),
+        Check(
+            "import_verl_workers",
+            "codegrpo.smoke_checks:check_import",
+            {"module": "verl.workers.fsdp_workers"},
+            t["imports"],
+        ),
         Check("import_vllm", "codegrpo.smoke_checks:check_import", {"module": "vllm"}, t["imports"]),
         Check("import_flash_attn", "codegrpo.smoke_checks:check_import", {"module": "flash_attn"}, t["imports"]),
         Check("sandbox", "codegrpo.smoke_checks:check_sandbox", {"section": dict(cfg.get("sandbox") or {})}, 60.0),
-        Check("vllm_engine", "codegrpo.smoke_checks:check_vllm_engine", {"model_dir": model, "gpu_memory_utilization": mem},
-              t["vllm_engine"]),
-        Check("embedding_server", "codegrpo.smoke_checks:check_embedding_server",
-              {"section": dict(cfg["embedding"]), "log_path": str(logs / "embedding_server.log")},
-              t["embedding_server"]),
-        Check("grpo_vllm", "codegrpo.smoke_checks:check_grpo",
-              {"cfg": {k: cfg[k] for k in GRPO_SECTIONS if k in cfg},
-               "smoke": dict(sm), "train": str(data / "toy.train.parquet"), "val": str(data / "toy.val.parquet"),
-               "model_dir": model, "run_dir": str(out / "grpo")}, t["grpo"]),
-        Check("eval_vllm", "codegrpo.smoke_checks:check_eval_batch",
-              {"model_dir": model, "data": str(Path(decompile_data).resolve()), "out_path": str(out / "eval.json"),
-               "batch_size": int(sm["eval_batch_size"]), "max_new_tokens": int(sm["max_new_tokens"]),
-               "gpu_memory_utilization": mem}, t["eval"]),
+        Check(
+            "vllm_engine",
+            "codegrpo.smoke_checks:check_vllm_engine",
+            {"model_dir": model, "gpu_memory_utilization": mem},
+            t["vllm_engine"],
+        ),
+        Check(
+            "embedding_server",
+            "codegrpo.smoke_checks:check_embedding_server",
+            {"section": dict(cfg["embedding"]), "log_path": str(logs / "embedding_server.log")},
+            t["embedding_server"],
+        ),
+        Check(
+            "grpo_vllm",
+            "codegrpo.smoke_checks:check_grpo",
+            {
+                "cfg": {k: cfg[k] for k in GRPO_SECTIONS if k in cfg},
+                "smoke": dict(sm),
+                "train": str(data / "toy.train.parquet"),
+                "val": str(data / "toy.val.parquet"),
+                "model_dir": model,
+                "run_dir": str(out / "grpo"),
+            },
+            t["grpo"],
+        ),
+        Check(
+            "eval_vllm",
+            "codegrpo.smoke_checks:check_eval_batch",
+            {
+                "model_dir": model,
+                "data": str(Path(decompile_data).resolve()),
+                "out_path": str(out / "eval.json"),
+                "batch_size": int(sm["eval_batch_size"]),
+                "max_new_tokens": int(sm["max_new_tokens"]),
+                "gpu_memory_utilization": mem,
+            },
+            t["eval"],
+        ),
     ]
 
 
 def environment() -> dict:
     """Where the smoke ran: host, Python, SLURM job, GPUs (nvidia-smi), library versions."""
-    info: dict[str, Any] = {"host": socket.gethostname(), "python": platform.python_version(),
-                            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-                            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                            # what the job got from the workflow (hub section): the cache and the offline switches
-                            "hf_home": os.environ.get("HF_HOME"), "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
-                            "hf_datasets_offline": os.environ.get("HF_DATASETS_OFFLINE")}
+    info: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        # what the job got from the workflow (hub section): the cache and the offline switches
+        "hf_home": os.environ.get("HF_HOME"),
+        "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
+        "hf_datasets_offline": os.environ.get("HF_DATASETS_OFFLINE"),
+    }
     try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         info["gpus"] = [x.strip() for x in proc.stdout.splitlines() if x.strip()] if proc.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired):
         info["gpus"] = []
@@ -209,14 +277,27 @@ def environment() -> dict:
     return info
 
 
-def write_report(results: Sequence[CheckResult], md_path: str | os.PathLike, json_path: str | os.PathLike | None = None,
-                 *, env: Mapping[str, Any] | None = None, total_s: float | None = None) -> dict:
+def write_report(
+    results: Sequence[CheckResult],
+    md_path: str | os.PathLike,
+    json_path: str | os.PathLike | None = None,
+    *,
+    env: Mapping[str, Any] | None = None,
+    total_s: float | None = None,
+) -> dict:
     """``report.md`` (a table: check, ok/failed, seconds, error; then each check's details) and ``report.json``."""
     n_ok = sum(r.status == OK for r in results)
-    summary = {"ok": n_ok, "failed": len(results) - n_ok, "total_s": total_s if total_s is not None else
-               round(sum(r.seconds for r in results), 1)}
-    lines = ["# Cluster smoke test", "",
-             f"{n_ok} of {len(results)} checks ok, {summary['failed']} failed, {summary['total_s']} s in all.", ""]
+    summary = {
+        "ok": n_ok,
+        "failed": len(results) - n_ok,
+        "total_s": total_s if total_s is not None else round(sum(r.seconds for r in results), 1),
+    }
+    lines = [
+        "# Cluster smoke test",
+        "",
+        f"{n_ok} of {len(results)} checks ok, {summary['failed']} failed, {summary['total_s']} s in all.",
+        "",
+    ]
     if env:
         lines += ["| environment | |", "|---|---|"]
         lines += [f"| {k} | {_cell(', '.join(v) if isinstance(v, list) else v)} |" for k, v in env.items()]
@@ -232,8 +313,16 @@ def write_report(results: Sequence[CheckResult], md_path: str | os.PathLike, jso
         if detail:
             lines += ["```json", json.dumps(detail, indent=2, default=str)[:4000], "```", ""]
         if r.detail.get("traceback"):
-            lines += ["<details><summary>traceback</summary>", "", "```", r.detail["traceback"], "```", "",
-                      "</details>", ""]
+            lines += [
+                "<details><summary>traceback</summary>",
+                "",
+                "```",
+                r.detail["traceback"],
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
     with atomic_open(md_path) as fh:
         fh.write("\n".join(lines))
     report = {"summary": summary, "environment": dict(env or {}), "checks": [asdict(r) for r in results]}
@@ -247,8 +336,13 @@ def _cell(value: Any) -> str:
     return text.replace("\n", " ").replace("|", "\\|")[:300]
 
 
-def run_smoke(checks: Sequence[Check], out_dir: str | os.PathLike, md_path: str | os.PathLike,
-              json_path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> dict:
+def run_smoke(
+    checks: Sequence[Check],
+    out_dir: str | os.PathLike,
+    md_path: str | os.PathLike,
+    json_path: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict:
     """Run every check (each whatever the others did), then write the report; returns the report dict."""
     t0 = time.monotonic()
     results = []

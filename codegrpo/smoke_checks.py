@@ -33,12 +33,17 @@ def check_sandbox(section: Mapping[str, Any]) -> dict:
 
     info = bwrap.sandbox_info()
     require_isolation(section)
-    return {"mechanism": info.mechanism, "private_uid": info.private_uid, "reason": info.reason,
-            "require_namespaces": bool(section.get("require_namespaces"))}
+    return {
+        "mechanism": info.mechanism,
+        "private_uid": info.private_uid,
+        "reason": info.reason,
+        "require_namespaces": bool(section.get("require_namespaces")),
+    }
 
 
-def check_tiny_model(out_dir: str, data_dir: str, hidden_size: int = 256, num_layers: int = 2,
-                     vocab_size: int = 1024, seed: int = 0) -> dict:
+def check_tiny_model(
+    out_dir: str, data_dir: str, hidden_size: int = 256, num_layers: int = 2, vocab_size: int = 1024, seed: int = 0
+) -> dict:
     """The smoke's own inputs, offline and in seconds: the learning checks' toy task as verl RL parquet files
     (``data_dir``: toy.train / toy.val, scored by the toy reward) and a tiny random Qwen2 with 4 attention heads
     (head size ``hidden_size / 4``: 64 by default, which vLLM's and flash-attn's kernels support)."""
@@ -46,8 +51,16 @@ def check_tiny_model(out_dir: str, data_dir: str, hidden_size: int = 256, num_la
     from codegrpo.models import build_tiny_model
 
     files = learning.write_toy_dataset(data_dir, n_train=64, n_val=8, seed=seed)
-    path = build_tiny_model(out_dir, learning.toy_corpus(seed), arch="qwen2", vocab_size=vocab_size, seed=seed,
-                            hidden_size=hidden_size, num_layers=num_layers, max_position_embeddings=4096)
+    path = build_tiny_model(
+        out_dir,
+        learning.toy_corpus(seed),
+        arch="qwen2",
+        vocab_size=vocab_size,
+        seed=seed,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        max_position_embeddings=4096,
+    )
     return {"model_dir": str(path), "train": str(files["train"]), "val": str(files["val"])}
 
 
@@ -55,8 +68,9 @@ def check_vllm_engine(model_dir: str, gpu_memory_utilization: float = 0.3, max_n
     """One vLLM engine on ``model_dir`` generates for two prompts, then shuts down."""
     from codegrpo.eval.generate import GenerationSettings, VLLMGenerator
 
-    settings = GenerationSettings(max_new_tokens=max_new_tokens, max_prompt_tokens=256,
-                                  gpu_memory_utilization=gpu_memory_utilization)
+    settings = GenerationSettings(
+        max_new_tokens=max_new_tokens, max_prompt_tokens=256, gpu_memory_utilization=gpu_memory_utilization
+    )
     t0 = time.monotonic()
     gen = VLLMGenerator(model_dir, settings)
     startup = time.monotonic() - t0
@@ -99,8 +113,9 @@ def check_embedding_server(section: Mapping[str, Any], log_path: str) -> dict:
     with svc:
         startup = time.monotonic() - t0
         pid, base = svc.pid, svc.env["CODEGRPO_EMBEDDING_API_BASE"]
-        body = json.dumps({"model": svc.env["CODEGRPO_EMBEDDING_MODEL"],
-                           "input": ["int count, char *buffer", "int cnt, char *buf"]}).encode()
+        body = json.dumps(
+            {"model": svc.env["CODEGRPO_EMBEDDING_MODEL"], "input": ["int count, char *buffer", "int cnt, char *buf"]}
+        ).encode()
         req = urllib.request.Request(f"{base}/embeddings", data=body, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=float(section.get("timeout_s", 60))) as resp:
             data = json.load(resp)["data"]
@@ -117,8 +132,13 @@ def check_embedding_server(section: Mapping[str, Any], log_path: str) -> dict:
         raise RuntimeError(f"embedding server pid {pid} still running after stop")
     if _port_open(base):
         raise RuntimeError(f"{base} still accepts connections after stop")
-    return {"startup_s": round(startup, 1), "dim": len(vecs[0]), "cosine": round(cos, 4), "api_base": base,
-            "stopped": True}
+    return {
+        "startup_s": round(startup, 1),
+        "dim": len(vecs[0]),
+        "cosine": round(cos, 4),
+        "api_base": base,
+        "stopped": True,
+    }
 
 
 def smoke_grpo_config(cfg: Mapping[str, Any], smoke: Mapping[str, Any], device: str = "gpu") -> dict:
@@ -134,25 +154,50 @@ def smoke_grpo_config(cfg: Mapping[str, Any], smoke: Mapping[str, Any], device: 
     out["device"] = device
     section = dict(out["skeleton_rl"])
     steps = int(g["steps"])
-    section.update({
-        "import": None, "train_batch_size": g["train_batch_size"], "n": g["n"],
-        "ppo_mini_batch_size": g["train_batch_size"], "ppo_micro_batch_size_per_gpu": g["train_batch_size"],
-        "ref_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
-        "rollout_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
-        "max_prompt_length": g["max_prompt_length"], "max_response_length": g["max_response_length"],
-        "filter_overlong_prompts": True, "rollout_name": "vllm", "tensor_model_parallel_size": 1,
-        "gpu_memory_utilization": g["gpu_memory_utilization"], "total_training_steps": steps, "total_epochs": steps,
-        "save_freq": steps, "test_freq": steps + 1, "val_before_train": False, "logger": ["console"],
-        "nnodes": 1, "n_gpus_per_node": 1, "param_offload": False, "optimizer_offload": False,
-        "ref_param_offload": False, "gradient_checkpointing": False,
-        "reward": {"manager": "naive", "function": "compute_score"}, "overrides": [],
-    })
+    section.update(
+        {
+            "import": None,
+            "train_batch_size": g["train_batch_size"],
+            "n": g["n"],
+            "ppo_mini_batch_size": g["train_batch_size"],
+            "ppo_micro_batch_size_per_gpu": g["train_batch_size"],
+            "ref_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
+            "rollout_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
+            "max_prompt_length": g["max_prompt_length"],
+            "max_response_length": g["max_response_length"],
+            "filter_overlong_prompts": True,
+            "rollout_name": "vllm",
+            "tensor_model_parallel_size": 1,
+            "gpu_memory_utilization": g["gpu_memory_utilization"],
+            "total_training_steps": steps,
+            "total_epochs": steps,
+            "save_freq": steps,
+            "test_freq": steps + 1,
+            "val_before_train": False,
+            "logger": ["console"],
+            "nnodes": 1,
+            "n_gpus_per_node": 1,
+            "param_offload": False,
+            "optimizer_offload": False,
+            "ref_param_offload": False,
+            "gradient_checkpointing": False,
+            "reward": {"manager": "naive", "function": "compute_score"},
+            "overrides": [],
+        }
+    )
     out["skeleton_rl"] = section
     return out
 
 
-def check_grpo(cfg: Mapping[str, Any], smoke: Mapping[str, Any], train: str, val: str, model_dir: str,
-               run_dir: str, device: str = "gpu") -> dict:
+def check_grpo(
+    cfg: Mapping[str, Any],
+    smoke: Mapping[str, Any],
+    train: str,
+    val: str,
+    model_dir: str,
+    run_dir: str,
+    device: str = "gpu",
+) -> dict:
     """``smoke.grpo.steps`` GRPO steps of verl with the vLLM rollout on the tiny model; the run's checkpoint is
     exported and its metrics hold one line per step. (``device`` cpu: verl's CPU mode, to test this code.)"""
     import torch
@@ -160,13 +205,16 @@ def check_grpo(cfg: Mapping[str, Any], smoke: Mapping[str, Any], train: str, val
     from codegrpo.verl.stages import run_grpo
 
     if device == "gpu" and not torch.cuda.is_available():  # else Ray would wait for a GPU until the time limit
-        raise RuntimeError("no CUDA device visible to torch (torch.cuda.is_available() is False): the GRPO check "
-                           f"runs verl's vLLM rollout on a GPU (torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
-                           f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        raise RuntimeError(
+            "no CUDA device visible to torch (torch.cuda.is_available() is False): the GRPO check "
+            f"runs verl's vLLM rollout on a GPU (torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+        )
     gcfg = smoke_grpo_config(cfg, smoke, device)
     # the compile reward's settings reach verl's workers through the run's settings.json (run_grpo)
-    done = run_grpo(gcfg, gcfg["skeleton_rl"], "smoke_grpo", train_files=train, val_files=val,
-                    init_model=model_dir, run_dir=run_dir)
+    done = run_grpo(
+        gcfg, gcfg["skeleton_rl"], "smoke_grpo", train_files=train, val_files=val, init_model=model_dir, run_dir=run_dir
+    )
     steps = []
     metrics = Path(run_dir) / "metrics.jsonl"
     if metrics.exists():
@@ -174,25 +222,57 @@ def check_grpo(cfg: Mapping[str, Any], smoke: Mapping[str, Any], train: str, val
     if len(steps) < int(smoke["grpo"]["steps"]):
         raise RuntimeError(f"{metrics}: {len(steps)} step(s) logged, expected {smoke['grpo']['steps']}")
     last = steps[-1]
-    return {"steps": len(steps), "hf": str(Path(run_dir) / "hf"), "done": {k: done.get(k) for k in ("run", "kind")},
-            "last_step": {k: last[k] for k in sorted(last) if k.startswith(("critic/score", "timing_s/step",
-                                                                               "training/global_step"))}}
+    return {
+        "steps": len(steps),
+        "hf": str(Path(run_dir) / "hf"),
+        "done": {k: done.get(k) for k in ("run", "kind")},
+        "last_step": {
+            k: last[k] for k in sorted(last) if k.startswith(("critic/score", "timing_s/step", "training/global_step"))
+        },
+    }
 
 
-def check_eval_batch(model_dir: str, data: str, out_path: str, batch_size: int = 4, max_new_tokens: int = 32,
-                     gpu_memory_utilization: float = 0.3, workers: int = 2, backend: str = "vllm") -> dict:
+def check_eval_batch(
+    model_dir: str,
+    data: str,
+    out_path: str,
+    batch_size: int = 4,
+    max_new_tokens: int = 32,
+    gpu_memory_utilization: float = 0.3,
+    workers: int = 2,
+    backend: str = "vllm",
+) -> dict:
     """One evaluation batch (``batch_size`` O0 tasks) through the vLLM backend (``backend``: the generation
     backend, vllm for the smoke test), scored by re-execution."""
     from codegrpo.eval.decompile import run_system
     from codegrpo.eval.generate import GenerationSettings
 
-    settings = GenerationSettings(max_new_tokens=max_new_tokens, batch_size=batch_size, max_prompt_tokens=1024,
-                                  use_chat_template=True, gpu_memory_utilization=gpu_memory_utilization)
-    res = run_system("smoke", model_dir, None, data, out_path, settings=settings, backend=backend, levels=("O0",),
-                     tasks_per_level=batch_size, workers=workers)
+    settings = GenerationSettings(
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        max_prompt_tokens=1024,
+        use_chat_template=True,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    res = run_system(
+        "smoke",
+        model_dir,
+        None,
+        data,
+        out_path,
+        settings=settings,
+        backend=backend,
+        levels=("O0",),
+        tasks_per_level=batch_size,
+        workers=workers,
+    )
     if res["backend"] != backend:
         raise RuntimeError(f"evaluation ran on backend {res['backend']!r}, not {backend}")
     if len(res["records"]) != batch_size:
         raise RuntimeError(f"{len(res['records'])} tasks evaluated, expected {batch_size}")
-    return {"tasks": len(res["records"]), "backend": res["backend"], "seconds": res.get("seconds"),
-            "out": str(out_path)}
+    return {
+        "tasks": len(res["records"]),
+        "backend": res["backend"],
+        "seconds": res.get("seconds"),
+        "out": str(out_path),
+    }

@@ -18,8 +18,18 @@ sys.path.insert(0, str(REPO))
 
 from codegrpo.envs import EnvCheckError, check_env, load_env  # noqa: E402
 
-SHOW = ("torch", "vllm", "verl", "transformers", "ray", "numpy", "numba", "snakemake",
-        "snakemake-executor-plugin-slurm", "xformers")
+SHOW = (
+    "torch",
+    "vllm",
+    "verl",
+    "transformers",
+    "ray",
+    "numpy",
+    "numba",
+    "snakemake",
+    "snakemake-executor-plugin-slurm",
+    "xformers",
+)
 
 
 def main(argv: list[str]) -> int:
@@ -35,8 +45,10 @@ def main(argv: list[str]) -> int:
             print(f"FAIL {path}\n{exc}\n", flush=True)
             continue
         key = ", ".join(f"{k} {resolved[k]}" for k in SHOW if k in resolved)
-        print(f"ok   {path} (python {spec.python}): {len(resolved)} packages in {time.time() - t0:.0f} s; {key}",
-              flush=True)
+        print(
+            f"ok   {path} (python {spec.python}): {len(resolved)} packages in {time.time() - t0:.0f} s; {key}",
+            flush=True,
+        )
     return 1 if failed else 0
 
 

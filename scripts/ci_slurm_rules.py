@@ -1,6 +1,6 @@
 """Rules that must run as SLURM jobs in a rehearsal: those of a dry run's job table, less the Snakefile's localrules.
 
-    python scripts/ci_slurm_rules.py Snakefile plan.out      # plan.out: `snakemake -n --quiet rules` output
+python scripts/ci_slurm_rules.py Snakefile plan.out      # plan.out: `snakemake -n --quiet rules` output
 """
 
 from __future__ import annotations

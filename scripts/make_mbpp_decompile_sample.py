@@ -271,9 +271,13 @@ def disassemble(task: dict, level: str, work: Path) -> str:
     obj = src.with_suffix(".o")
     src.write_text(f"{task['func_dep']}\n{task['func']}", encoding="utf-8")
     subprocess.run(["gcc", f"-{level}", "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={task['func_name']}", str(obj)],
-                         check=True, capture_output=True, text=True).stdout
-    body = out[out.index(f"<{task['func_name']}>:"):]
+    out = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", f"--disassemble={task['func_name']}", str(obj)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    body = out[out.index(f"<{task['func_name']}>:") :]
     return f"{task['func_name']}:\n" + "\n".join(line.strip() for line in body.splitlines()[1:] if line.strip())
 
 
@@ -304,12 +308,23 @@ def main(argv=None) -> int:
             if norm is None:
                 raise SystemExit(f"task {task['index']}: the normaliser dropped ida_pseudo: {reason}")
             for level in LEVELS:
-                rows.append({
-                    "index": task["index"], "func_name": task["func_name"], "func_dep": task["func_dep"],
-                    "func": task["func"], "test": task["test"], "opt": level, "language": "c",
-                    "asm": disassemble(task, level, work), "ida_asm": "", "ida_pseudo": task["ida_pseudo"],
-                    "ghidra_asm": "", "ghidra_pseudo": task["ghidra_pseudo"], "ida_pseudo_norm": norm,
-                })
+                rows.append(
+                    {
+                        "index": task["index"],
+                        "func_name": task["func_name"],
+                        "func_dep": task["func_dep"],
+                        "func": task["func"],
+                        "test": task["test"],
+                        "opt": level,
+                        "language": "c",
+                        "asm": disassemble(task, level, work),
+                        "ida_asm": "",
+                        "ida_pseudo": task["ida_pseudo"],
+                        "ghidra_asm": "",
+                        "ghidra_pseudo": task["ghidra_pseudo"],
+                        "ida_pseudo_norm": norm,
+                    }
+                )
     write_json(args.out, rows)
     print(f"wrote {len(rows)} rows ({len(TASKS)} tasks x {len(LEVELS)} levels) to {args.out}")
     return 0

@@ -26,8 +26,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def copy_workflow(dest: Path, symlinks: bool = True) -> Path:
     """Copy the workflow (git-tracked and new, not ignored files; no tests) to ``dest``; links stay links, or are
     left out with ``symlinks=False``."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO_ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\n")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     dest.mkdir(parents=True, exist_ok=True)
     for rel in files:
         if not rel or rel.startswith("tests/"):
@@ -64,9 +65,15 @@ def snakemake_bin() -> str:
     return _snakemake_exe()
 
 
-def run_snakemake(*args: str, overlay: dict | None = None, tmp_path: Path | None = None, timeout: float = 900,
-                  cwd: Path = REPO_ROOT, lock: bool = False,
-                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_snakemake(
+    *args: str,
+    overlay: dict | None = None,
+    tmp_path: Path | None = None,
+    timeout: float = 900,
+    cwd: Path = REPO_ROOT,
+    lock: bool = False,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     """The one way the tests run Snakemake: ``snakemake [--nolock] [--configfile OVERLAY] ARGS`` in ``cwd`` (the
     repository by default), output captured, killed after ``timeout`` seconds. ``overlay`` is written as YAML
     under ``tmp_path``; ``env`` replaces the inherited environment (tests/slurm: the venv's tools on PATH)."""
@@ -182,9 +189,14 @@ def cpu_chain(tmp_path_factory, snakemake_bin) -> CpuChain:
     (tmp / "overlay.yaml").write_text(yaml.safe_dump(overlay))
     stale = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
-    proc = subprocess.run([snakemake_bin, "--nolock", "--configfile", str(tmp / "overlay.yaml"), "-c2",
-                           "skin_rl"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500,
-                          env={**env, "CODEGRPO_EMBEDDING_API_BASE": stale})
+    proc = subprocess.run(
+        [snakemake_bin, "--nolock", "--configfile", str(tmp / "overlay.yaml"), "-c2", "skin_rl"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env={**env, "CODEGRPO_EMBEDDING_API_BASE": stale},
+    )
     cfg = load_config(REPO_ROOT / "config.yaml", check_files=False)
     for key, value in overlay.items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value

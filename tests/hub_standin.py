@@ -91,8 +91,15 @@ class HubStandIn:
                     kind, repo = m.group(1), m.group(2)
                     if (kind, repo) not in hub.repos:
                         return self._missing(f"repo {repo} not found")
-                    return self._json({"id": repo, "sha": COMMIT, "private": False, "disabled": False,
-                                       "siblings": [{"rfilename": f} for f in hub.files(kind, repo)]})
+                    return self._json(
+                        {
+                            "id": repo,
+                            "sha": COMMIT,
+                            "private": False,
+                            "disabled": False,
+                            "siblings": [{"rfilename": f} for f in hub.files(kind, repo)],
+                        }
+                    )
                 m = re.fullmatch(r"/api/(models|datasets)/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path)
                 if m:
                     kind, repo, sub = m.group(1), m.group(2), (m.group(4) or "").strip("/")

@@ -40,26 +40,66 @@ def test_defaults_filled(repo_root):
 @pytest.mark.parametrize(
     "mutate, where, words",
     [
-        (lambda c: c["datasets"]["sk2d_rl_examples"].update(shape="csv"), "datasets/sk2d_rl_examples/shape", "'csv' is not one of"),
-        (lambda c: c["datasets"]["sk2d_rl_examples"].pop("path"), "datasets/sk2d_rl_examples", "'path' is a required property"),
-        (lambda c: c["datasets"]["sk2d_rl_examples"].update(sttage="skin"), "datasets/sk2d_rl_examples", "'sttage' was unexpected"),
-        (lambda c: c["datasets"].update(rl=copy.deepcopy(c["datasets"]["sk2d_rl_examples"])), "datasets", "'rl' does not match"),
-        (lambda c: c["datasets"]["norm2code_examples"].update(roles=["rl", "dpo"]), "datasets/norm2code_examples/roles/1", "'dpo' is not one of"),
-        (lambda c: c["data"].update(val_fraction=1.5), "data/val_fraction", "1.5 is greater than or equal to the maximum of 1"),
-        (lambda c: c["data"]["headers"].update(gcc_timeout=0), "data/headers/gcc_timeout", "less than or equal to the minimum of 0"),
+        (
+            lambda c: c["datasets"]["sk2d_rl_examples"].update(shape="csv"),
+            "datasets/sk2d_rl_examples/shape",
+            "'csv' is not one of",
+        ),
+        (
+            lambda c: c["datasets"]["sk2d_rl_examples"].pop("path"),
+            "datasets/sk2d_rl_examples",
+            "'path' is a required property",
+        ),
+        (
+            lambda c: c["datasets"]["sk2d_rl_examples"].update(sttage="skin"),
+            "datasets/sk2d_rl_examples",
+            "'sttage' was unexpected",
+        ),
+        (
+            lambda c: c["datasets"].update(rl=copy.deepcopy(c["datasets"]["sk2d_rl_examples"])),
+            "datasets",
+            "'rl' does not match",
+        ),
+        (
+            lambda c: c["datasets"]["norm2code_examples"].update(roles=["rl", "dpo"]),
+            "datasets/norm2code_examples/roles/1",
+            "'dpo' is not one of",
+        ),
+        (
+            lambda c: c["data"].update(val_fraction=1.5),
+            "data/val_fraction",
+            "1.5 is greater than or equal to the maximum of 1",
+        ),
+        (
+            lambda c: c["data"]["headers"].update(gcc_timeout=0),
+            "data/headers/gcc_timeout",
+            "less than or equal to the minimum of 0",
+        ),
         (lambda c: c["data"]["normalize"].update(timeout=1), "data/normalize", "'timeout' was unexpected"),
         (lambda c: c["data"]["kodcode"].update(paths=[]), "data/kodcode/paths", "should be non-empty"),
         (lambda c: c.update(on_bad_record="skip"), "on_bad_record", "'skip' is not one of"),
         (lambda c: c["data"].update(sk2d_inputs="both"), "data/sk2d_inputs", "'both' is not one of"),
         (lambda c: c["data"].update(generate={"dedup": "source"}), "data/generate/dedup", "'source' is not one of"),
-        (lambda c: c["data"].update(sk2d_inputs="generated", generate={"source": {"path": "nope.parquet"}}),
-         "data/generate/source/path", "file not found"),
-        (lambda c: c["data"]["kodcode"].update(source={"path": "nope.parquet"}), "data/kodcode/source/path",
-         "file not found"),
-        (lambda c: c["data"]["kodcode"].update(gpt_difficulty=["trivial"]), "data/kodcode/gpt_difficulty/0",
-         "'trivial' is not one of"),
-        (lambda c: c.update(datasets={"generated": c["datasets"]["sk2d_rl_examples"]}), "datasets",
-         "'generated' does not match"),
+        (
+            lambda c: c["data"].update(sk2d_inputs="generated", generate={"source": {"path": "nope.parquet"}}),
+            "data/generate/source/path",
+            "file not found",
+        ),
+        (
+            lambda c: c["data"]["kodcode"].update(source={"path": "nope.parquet"}),
+            "data/kodcode/source/path",
+            "file not found",
+        ),
+        (
+            lambda c: c["data"]["kodcode"].update(gpt_difficulty=["trivial"]),
+            "data/kodcode/gpt_difficulty/0",
+            "'trivial' is not one of",
+        ),
+        (
+            lambda c: c.update(datasets={"generated": c["datasets"]["sk2d_rl_examples"]}),
+            "datasets",
+            "'generated' does not match",
+        ),
     ],
 )
 def test_bad_config_readable(repo_root, tmp_path, mutate, where, words):

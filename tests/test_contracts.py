@@ -15,65 +15,79 @@ SOLUTION = "def two_sum(nums, target):\n    seen = {}\n    for i, n in enumerate
 
 # (case id, completion as a model writes it, program extract_code must return)
 CASES = [
-    ("python block with prose around it",
-     "Here is an efficient solution using a hash map:\n\n```python\n" + SOLUTION + "\n```\n\n"
-     "**Explanation:** we store each number's index and look up its complement.",
-     SOLUTION),
-    ("revised answer: the last python block wins",
-     "First attempt:\n```python\ndef two_sum(nums, target):\n    return []\n```\nThat misses the pairs. "
-     "Corrected version:\n```python\n" + SOLUTION + "\n```",
-     SOLUTION),
-    ("python block then example output in a bare block",
-     "```python\n" + SOLUTION + "\n```\n\nExample:\n```\n>>> two_sum([2, 7, 11, 15], 9)\n[0, 1]\n```",
-     SOLUTION),
-    ("python block then shell commands",
-     "```python\n" + SOLUTION + "\n```\nRun the tests with:\n```bash\npytest -q test_solution.py\n```",
-     SOLUTION),
-    ("bare fence only: taken as the Python answer",
-     "Sure!\n```\n" + SOLUTION + "\n```\nHope this helps.",
-     SOLUTION),
-    ("two bare blocks: the last",
-     "```\nx = 1\n```\nor better\n```\nx = 2\n```",
-     "x = 2"),
-    ("tag spellings: Python, py, python3, py3, with trailing info",
-     "```Python\na = 1\n```\n```py\nb = 2\n```\n```python3 title=solution.py\n" + SOLUTION + "\n```",
-     SOLUTION),
-    ("py3 tag",
-     "```py3\nprint('hi')\n```",
-     "print('hi')"),
-    ("no fence at all: the whole completion is the program",
-     "\n" + SOLUTION + "\n\n",
-     SOLUTION),
-    ("other languages only: no program",
-     "Install it first:\n```bash\npip install numpy\n```\nthen:\n```text\ndone\n```",
-     ""),
-    ("unclosed block (max response length): runs to the end",
-     "Let me write it.\n```python\ndef two_sum(nums, target):\n    seen = {}\n    for i, n in enumer",
-     "def two_sum(nums, target):\n    seen = {}\n    for i, n in enumer"),
-    ("closed python block, then an unclosed bare block: the python block",
-     "```python\n" + SOLUTION + "\n```\nOutput:\n```\n[0, 1",
-     SOLUTION),
-    ("closing backticks glued to the last code line",
-     "```python\ndef f():\n    return 1```\nThat's it.",
-     "def f():\n    return 1"),
-    ("a new python fence inside an unclosed block closes it",
-     "```python\ndef f():\n    return 0\n```python\n" + SOLUTION + "\n```",
-     SOLUTION),
-    ("fence indented in a numbered list: the indentation goes",
-     "1. Define the function:\n\n   ```python\n   def f(x):\n       return x + 1\n   ```\n2. Done.",
-     "def f(x):\n    return x + 1"),
-    ("windows line ends",
-     "```python\r\ndef f():\r\n    return 1\r\n```\r\n",
-     "def f():\n    return 1"),
-    ("blank lines inside the fence are trimmed at both ends only",
-     "```python\n\n\nimport math\n\n\ndef area(r):\n    return math.pi * r * r\n\n```",
-     "import math\n\n\ndef area(r):\n    return math.pi * r * r"),
-    ("backticks inside a string literal do not close the block",
-     '```python\ndef fence():\n    return "```" + "python"\n```',
-     'def fence():\n    return "```" + "python"'),
-    ("empty python block: no program",
-     "```python\n```",
-     ""),
+    (
+        "python block with prose around it",
+        "Here is an efficient solution using a hash map:\n\n```python\n" + SOLUTION + "\n```\n\n"
+        "**Explanation:** we store each number's index and look up its complement.",
+        SOLUTION,
+    ),
+    (
+        "revised answer: the last python block wins",
+        "First attempt:\n```python\ndef two_sum(nums, target):\n    return []\n```\nThat misses the pairs. "
+        "Corrected version:\n```python\n" + SOLUTION + "\n```",
+        SOLUTION,
+    ),
+    (
+        "python block then example output in a bare block",
+        "```python\n" + SOLUTION + "\n```\n\nExample:\n```\n>>> two_sum([2, 7, 11, 15], 9)\n[0, 1]\n```",
+        SOLUTION,
+    ),
+    (
+        "python block then shell commands",
+        "```python\n" + SOLUTION + "\n```\nRun the tests with:\n```bash\npytest -q test_solution.py\n```",
+        SOLUTION,
+    ),
+    ("bare fence only: taken as the Python answer", "Sure!\n```\n" + SOLUTION + "\n```\nHope this helps.", SOLUTION),
+    ("two bare blocks: the last", "```\nx = 1\n```\nor better\n```\nx = 2\n```", "x = 2"),
+    (
+        "tag spellings: Python, py, python3, py3, with trailing info",
+        "```Python\na = 1\n```\n```py\nb = 2\n```\n```python3 title=solution.py\n" + SOLUTION + "\n```",
+        SOLUTION,
+    ),
+    ("py3 tag", "```py3\nprint('hi')\n```", "print('hi')"),
+    ("no fence at all: the whole completion is the program", "\n" + SOLUTION + "\n\n", SOLUTION),
+    (
+        "other languages only: no program",
+        "Install it first:\n```bash\npip install numpy\n```\nthen:\n```text\ndone\n```",
+        "",
+    ),
+    (
+        "unclosed block (max response length): runs to the end",
+        "Let me write it.\n```python\ndef two_sum(nums, target):\n    seen = {}\n    for i, n in enumer",
+        "def two_sum(nums, target):\n    seen = {}\n    for i, n in enumer",
+    ),
+    (
+        "closed python block, then an unclosed bare block: the python block",
+        "```python\n" + SOLUTION + "\n```\nOutput:\n```\n[0, 1",
+        SOLUTION,
+    ),
+    (
+        "closing backticks glued to the last code line",
+        "```python\ndef f():\n    return 1```\nThat's it.",
+        "def f():\n    return 1",
+    ),
+    (
+        "a new python fence inside an unclosed block closes it",
+        "```python\ndef f():\n    return 0\n```python\n" + SOLUTION + "\n```",
+        SOLUTION,
+    ),
+    (
+        "fence indented in a numbered list: the indentation goes",
+        "1. Define the function:\n\n   ```python\n   def f(x):\n       return x + 1\n   ```\n2. Done.",
+        "def f(x):\n    return x + 1",
+    ),
+    ("windows line ends", "```python\r\ndef f():\r\n    return 1\r\n```\r\n", "def f():\n    return 1"),
+    (
+        "blank lines inside the fence are trimmed at both ends only",
+        "```python\n\n\nimport math\n\n\ndef area(r):\n    return math.pi * r * r\n\n```",
+        "import math\n\n\ndef area(r):\n    return math.pi * r * r",
+    ),
+    (
+        "backticks inside a string literal do not close the block",
+        '```python\ndef fence():\n    return "```" + "python"\n```',
+        'def fence():\n    return "```" + "python"',
+    ),
+    ("empty python block: no program", "```python\n```", ""),
     ("empty completion", "", ""),
 ]
 
@@ -109,8 +123,14 @@ def test_data_source_keys_are_the_ones_data_prep_and_the_reward_table_use():
 
     assert contracts.STAGE_DATA_SOURCE == {"skeleton": contracts.SK2D_STRUCTURE, "skin": contracts.SK2D_IDENTIFIER}
     assert kodcode.DATA_SOURCE == contracts.KODCODE
-    keys = {contracts.SK2D_STRUCTURE, contracts.SK2D_STRUCTURE_SIM, contracts.SK2D_IDENTIFIER,
-            contracts.LLM4DECOMPILE_EXE, contracts.KODCODE, contracts.TOY_TARGET_CHARS}
+    keys = {
+        contracts.SK2D_STRUCTURE,
+        contracts.SK2D_STRUCTURE_SIM,
+        contracts.SK2D_IDENTIFIER,
+        contracts.LLM4DECOMPILE_EXE,
+        contracts.KODCODE,
+        contracts.TOY_TARGET_CHARS,
+    }
     assert set(REWARD_TABLE) == keys
     # a legacy key is scored exactly like its canonical key
     for legacy, canonical in contracts.LEGACY_DATA_SOURCE_ALIASES.items():
@@ -172,9 +192,17 @@ def test_one_gcc_version_in_the_library():
 
 
 # Files that run on their own inside the sandbox (standard library only, one thread): they parse for themselves.
-SANDBOX_SIDE = {"codegrpo/eval/suite_driver.py", "codegrpo/eval/suite_checks.py", "codegrpo/sandbox/supervisor.py",
-                "codegrpo/sandbox/processes.py", "codegrpo/sandbox/pytest_driver.py", "codegrpo/sandbox/rpc.py",
-                "codegrpo/sandbox/rpc_rules.py", "codegrpo/sandbox/rpc_proxy.py", "codegrpo/sandbox/rpc_endpoint.py"}
+SANDBOX_SIDE = {
+    "codegrpo/eval/suite_driver.py",
+    "codegrpo/eval/suite_checks.py",
+    "codegrpo/sandbox/supervisor.py",
+    "codegrpo/sandbox/processes.py",
+    "codegrpo/sandbox/pytest_driver.py",
+    "codegrpo/sandbox/rpc.py",
+    "codegrpo/sandbox/rpc_rules.py",
+    "codegrpo/sandbox/rpc_proxy.py",
+    "codegrpo/sandbox/rpc_endpoint.py",
+}
 
 
 def test_host_side_parses_go_through_the_one_lock(repo_root):
@@ -188,8 +216,13 @@ def test_host_side_parses_go_through_the_one_lock(repo_root):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             f = getattr(node, "func", None)
-            if isinstance(node, ast.Call) and isinstance(f, ast.Attribute) and f.attr == "parse" \
-                    and isinstance(f.value, ast.Name) and f.value.id == "ast":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(f, ast.Attribute)
+                and f.attr == "parse"
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "ast"
+            ):
                 direct.append(f"{rel}:{node.lineno}")
     assert direct == [], f"ast.parse outside contracts.parse_python: {direct}"
     tree = contracts.parse_python("def f(x):\n    return x + 1\n")

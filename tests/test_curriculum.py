@@ -138,7 +138,7 @@ def test_rewind_to_checkpoint():
 
 def test_bad_state_file_names_the_file(tmp_path):
     p = tmp_path / "curriculum.json"
-    p.write_text("{\n  \"version\": 1,\n  oops\n}")
+    p.write_text('{\n  "version": 1,\n  oops\n}')
     with pytest.raises(ValueError, match=r"curriculum.json: line 3"):
         CurriculumController.load(p)
     p.write_text(json.dumps({"version": 1, "stage": 7, "config": {}, "stage_start_step": 0, "plateau_count": 0}))

@@ -78,9 +78,13 @@ def runs(tmp_path):
     full1 = _run({0: 0.1, 2: 0.37, 4: 0.4, 6: 0.45}, 6, 450.0, deg=0.3)  # reaches it at step 2
     never = _run({0: 0.0, 2: 0.1}, 2, 100.0)
     paths = {}
-    for name, rows in {"dhrcl-baseline_binary-seed0": grpo0, "dhrcl-full-seed0": full0,
-                       "dhrcl-baseline_binary-seed1": grpo1, "dhrcl-full-seed1": full1,
-                       "dhrcl-Qwen3-4B-full-seed0": never}.items():
+    for name, rows in {
+        "dhrcl-baseline_binary-seed0": grpo0,
+        "dhrcl-full-seed0": full0,
+        "dhrcl-baseline_binary-seed1": grpo1,
+        "dhrcl-full-seed1": full1,
+        "dhrcl-Qwen3-4B-full-seed0": never,
+    }.items():
         paths[name] = _write(tmp_path / name / "metrics.jsonl", rows)
     return paths
 
@@ -112,8 +116,10 @@ def test_efficiency_table_merges_seeds(runs):
 
 
 def test_a_run_that_never_reaches_the_target_is_noted(tmp_path):
-    paths = {"dhrcl-baseline_binary-seed0": _write(tmp_path / "g" / "m.jsonl", _run({2: 0.5}, 2, 10.0)),
-             "dhrcl-full-seed0": _write(tmp_path / "f" / "m.jsonl", _run({2: 0.1}, 2, 10.0))}
+    paths = {
+        "dhrcl-baseline_binary-seed0": _write(tmp_path / "g" / "m.jsonl", _run({2: 0.5}, 2, 10.0)),
+        "dhrcl-full-seed0": _write(tmp_path / "f" / "m.jsonl", _run({2: 0.1}, 2, 10.0)),
+    }
     rows, notes = dynamics.efficiency_rows(dynamics.read_runs(paths))
     assert next(r for r in rows if r["variant"] == "full")["steps"] is None
     assert any("never reached 0.4500" in n for n in notes)

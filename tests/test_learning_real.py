@@ -38,8 +38,11 @@ def test_split_holds_out_every_other_problem_and_never_overlaps():
     ids = {k: [r["question_id"] for r in v] for k, v in parts.items()}
     assert ids["heldout"] == [f"q{i:02d}" for i in (1, 3, 5, 7, 9, 11, 13, 15)]
     assert len(ids["train"]) == 10 and len(ids["val"]) == 3
-    assert not (set(ids["train"]) & set(ids["val"]) or set(ids["train"]) & set(ids["heldout"])
-                or set(ids["val"]) & set(ids["heldout"]))
+    assert not (
+        set(ids["train"]) & set(ids["val"])
+        or set(ids["train"]) & set(ids["heldout"])
+        or set(ids["val"]) & set(ids["heldout"])
+    )
     # all drawn from the 21 shortest records
     assert max(int(q[1:]) for v in ids.values() for q in v) == 20
 
@@ -51,17 +54,26 @@ def test_split_with_more_held_out_than_every_other_record():
 
 
 def test_too_few_records_names_the_key():
-    with pytest.raises(lr.LearningRealError, match=r"learning_real.slice asks for 4 train \+ 1 val \+ 2 held-out.*only 5"):
+    with pytest.raises(
+        lr.LearningRealError, match=r"learning_real.slice asks for 4 train \+ 1 val \+ 2 held-out.*only 5"
+    ):
         lr.split_slice([_rec(i) for i in range(5)], 4, 1, 2)
 
 
 def _result(seed: int, passed: dict[str, list[bool]], rates: dict[str, list[float]] | None = None) -> dict:
     rates = rates or {k: [float(x) for x in v] for k, v in passed.items()}
     n = sum(len(v) for v in passed.values())
-    return {"seed": seed, "pass@1": sum(sum(v) / len(v) for v in passed.values()) / len(passed),
-            "r_pass": sum(sum(v) for v in rates.values()) / n, "syntax_acc": 1.0, "exec_acc": 1.0,
-            "per_problem": {k: {"passed": passed[k], "pass_rate": rates[k]} for k in passed},
-            "seconds": {"total": 1.0}, "guarded": True, "sampling": {**CFG["learning_real"]["eval"], "seed": seed}}
+    return {
+        "seed": seed,
+        "pass@1": sum(sum(v) / len(v) for v in passed.values()) / len(passed),
+        "r_pass": sum(sum(v) for v in rates.values()) / n,
+        "syntax_acc": 1.0,
+        "exec_acc": 1.0,
+        "per_problem": {k: {"passed": passed[k], "pass_rate": rates[k]} for k in passed},
+        "seconds": {"total": 1.0},
+        "guarded": True,
+        "sampling": {**CFG["learning_real"]["eval"], "seed": seed},
+    }
 
 
 def test_noise_and_verdict_against_it():
@@ -101,11 +113,24 @@ def test_summary_and_report_from_run_files(tmp_path):
     for name in after:
         d = tmp_path / name
         d.mkdir()
-        _metrics(d / "metrics.jsonl", [{"step": 0, "val/x": 1},
-                                       {"step": 1, "critic/score/mean": 0.5, "reward/r_pass/mean": 0.1,
-                                        "dynamics/degenerate_group_ratio": 0.75},
-                                       {"step": 2, "critic/score/mean": 0.7, "reward/r_pass/mean": 0.3,
-                                        "dynamics/degenerate_group_ratio": 0.25}])
+        _metrics(
+            d / "metrics.jsonl",
+            [
+                {"step": 0, "val/x": 1},
+                {
+                    "step": 1,
+                    "critic/score/mean": 0.5,
+                    "reward/r_pass/mean": 0.1,
+                    "dynamics/degenerate_group_ratio": 0.75,
+                },
+                {
+                    "step": 2,
+                    "critic/score/mean": 0.7,
+                    "reward/r_pass/mean": 0.3,
+                    "dynamics/degenerate_group_ratio": 0.25,
+                },
+            ],
+        )
         (d / lr.TIMING_FILE).write_text(json.dumps({"seconds": 42.0}))
         dirs[name] = d
     sl = {"difficulty": "easy", "train": ["a"], "val": ["b"], "heldout": ids}
@@ -134,18 +159,31 @@ def test_run_config_lays_the_settings_over_dhrcl_training():
     rc = lr.run_config(CFG, 200)
     t, s = rc["dhrcl"]["training"], CFG["learning_real"]["training"]
     assert (t["total_training_steps"], t["train_batch_size"], t["n"], t["lr"], t["max_prompt_length"]) == (
-        s["steps"], s["train_batch_size"], s["n"], s["lr"], 200)
+        s["steps"],
+        s["train_batch_size"],
+        s["n"],
+        s["lr"],
+        200,
+    )
     assert t["ppo_mini_batch_size"] == s["train_batch_size"]  # one optimiser step per training step
     assert rc["dhrcl"]["curriculum"]["eval_every"] == CFG["learning_real"]["curriculum"]["eval_every"]
     assert CFG["dhrcl"]["training"]["total_training_steps"] != t["total_training_steps"]  # the input is not mutated
 
 
 def test_the_target_is_planned_from_the_packaged_model_and_is_not_in_all(tmp_path):
-    r = run_snakemake("-n", "learning_real", "--config", f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/l",
-                      timeout=600)
+    r = run_snakemake(
+        "-n", "learning_real", "--config", f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/l", timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
-    for rule, count in (("packaged_model", 1), ("learning_real_data", 1), ("learning_real_train", 3),
-                        ("learning_real_eval", 5), ("learning_real_report", 1)):
-        assert f"{rule:<21}" in r.stdout and any(line.split() == [rule, str(count)] for line in r.stdout.splitlines()), rule
+    for rule, count in (
+        ("packaged_model", 1),
+        ("learning_real_data", 1),
+        ("learning_real_train", 3),
+        ("learning_real_eval", 5),
+        ("learning_real_report", 1),
+    ):
+        assert f"{rule:<21}" in r.stdout and any(
+            line.split() == [rule, str(count)] for line in r.stdout.splitlines()
+        ), rule
     r = run_snakemake("-n", "all", "--config", f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/l", timeout=600)
     assert r.returncode == 0 and "learning_real" not in r.stdout

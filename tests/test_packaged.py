@@ -57,8 +57,18 @@ def test_dhrcl_and_the_base_model_plan_the_packaged_model(tmp_path):
 
     overlay = tmp_path / "o.yaml"
     overlay.write_text(yaml.safe_dump({"dhrcl": {"init": f"packaged:{NAME}"}}))
-    r = run_snakemake("-n", "-p", "dhrcl", "--configfile", "config.yaml", str(overlay), "--config",
-                      f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/logs", timeout=600)
+    r = run_snakemake(
+        "-n",
+        "-p",
+        "dhrcl",
+        "--configfile",
+        "config.yaml",
+        str(overlay),
+        "--config",
+        f"results_dir={tmp_path}/res",
+        f"logs_dir={tmp_path}/logs",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "rule packaged_model:" in r.stdout and f"{tmp_path}/res/models/{NAME}" in r.stdout
 
@@ -69,8 +79,9 @@ def model_dir(tmp_path_factory):
     """The folder, written by rule packaged_model (the same code path as the pipeline)."""
     tmp = tmp_path_factory.mktemp("packaged")
     target = tmp / "res" / "models" / NAME
-    r = run_snakemake(str(target), "--cores", "1", "--config", f"results_dir={tmp}/res", f"logs_dir={tmp}/logs",
-                      timeout=900)
+    r = run_snakemake(
+        str(target), "--cores", "1", "--config", f"results_dir={tmp}/res", f"logs_dir={tmp}/logs", timeout=900
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     return target
 
@@ -85,10 +96,13 @@ def test_rule_writes_a_folder_that_stops_at_the_end_of_turn(model_dir):
     model, tok = load_model(model_dir)
     assert tok.eos_token == "<|im_end|>" and model.generation_config.eos_token_id == tok.eos_token_id
     assert tok.chat_template
-    ids = tok.apply_chat_template([{"role": "user", "content": "Write a Python function add(a, b) that returns "
-                                    "the sum."}], add_generation_prompt=True, return_tensors="pt")
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "Write a Python function add(a, b) that returns the sum."}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+    )
     out = model.generate(ids, attention_mask=ids.new_ones(ids.shape), max_new_tokens=120, do_sample=False)
-    text = tok.decode(out[0][ids.shape[1]:], skip_special_tokens=False)
+    text = tok.decode(out[0][ids.shape[1] :], skip_special_tokens=False)
     assert out[0][-1].item() == tok.eos_token_id, text  # the turn ended: it did not run to the token limit
     assert "def add" in text and "```python" in text
 
@@ -106,13 +120,28 @@ def test_dhrcl_trains_one_step_on_the_real_model(model_dir, tmp_path, shared_ray
     max_prompt = learning.prompt_tokens(model_dir, [p["prompt"] for p in problems]) + 16
     run_cfg = learning.curriculum_config(cfg, max_prompt)
     run_cfg["dhrcl"]["training"].update(
-        total_training_steps=1, total_epochs=1, save_freq=1, n=2, max_response_length=64,
-        train_batch_size=2, ppo_mini_batch_size=2, ppo_micro_batch_size_per_gpu=2,
-        ref_log_prob_micro_batch_size_per_gpu=2, rollout_log_prob_micro_batch_size_per_gpu=2)
+        total_training_steps=1,
+        total_epochs=1,
+        save_freq=1,
+        n=2,
+        max_response_length=64,
+        train_batch_size=2,
+        ppo_mini_batch_size=2,
+        ppo_micro_batch_size_per_gpu=2,
+        ref_log_prob_micro_batch_size_per_gpu=2,
+        rollout_log_prob_micro_batch_size_per_gpu=2,
+    )
     run_dir = tmp_path / "runs" / "dhrcl-full-seed0"
     with shared_ray.joined():
-        done = run_dhrcl(run_cfg, "full", train_files=data["rl_train"], val_files=data["rl_val"],
-                         init_model=str(model_dir), run_dir=run_dir, seed=0)
+        done = run_dhrcl(
+            run_cfg,
+            "full",
+            train_files=data["rl_train"],
+            val_files=data["rl_val"],
+            init_model=str(model_dir),
+            run_dir=run_dir,
+            seed=0,
+        )
     assert done["variant"] == "full"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     step = [r for r in rows if r.get("step") == 1 and "reward/score/mean" in r]

@@ -16,6 +16,7 @@ import pytest
 from codegrpo import preflight
 
 from tests.conftest import REPO_ROOT as REPO
+
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 ONLINE = {"WANDB_MODE": "offline"}
 
@@ -46,13 +47,25 @@ def test_rows_checked_in_the_job_before_the_model_loads(local, tmp_path):
     cfg = copy.deepcopy(local)
     cfg["skeleton_rl"]["train_batch_size"] = 5
     msgs = [{"role": "user", "content": "x"}]
-    df = pd.DataFrame({"data_source": ["sk2d_skeleton"] * 3, "prompt": [msgs] * 3,
-                       "reward_model": [{"ground_truth": "int f(void){return 0;}"}] * 3})
+    df = pd.DataFrame(
+        {
+            "data_source": ["sk2d_skeleton"] * 3,
+            "prompt": [msgs] * 3,
+            "reward_model": [{"ground_truth": "int f(void){return 0;}"}] * 3,
+        }
+    )
     train = tmp_path / "train.parquet"
     df.to_parquet(train)
     with pytest.raises(preflight.PreflightError, match=r"skeleton_rl.train_batch_size = 5 but .* only 3 rows"):
-        run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=str(train), val_files=str(train),
-                 init_model="nohub/none", run_dir=tmp_path / "run")
+        run_grpo(
+            cfg,
+            cfg["skeleton_rl"],
+            "skeleton_rl",
+            train_files=str(train),
+            val_files=str(train),
+            init_model="nohub/none",
+            run_dir=tmp_path / "run",
+        )
 
 
 def test_topology_tensor_parallel_and_batch_split(paper):
@@ -60,10 +73,12 @@ def test_topology_tensor_parallel_and_batch_split(paper):
     cfg["skin_rl"]["tensor_model_parallel_size"] = 3
     cfg["sft"]["train_batch_size"] = 100
     problems = preflight.check_topology(cfg)
-    assert any("skin_rl.tensor_model_parallel_size = 3 does not divide skin_rl.n_gpus_per_node = 8" in p
-               for p in problems), problems
-    assert any(p.startswith("sft.train_batch_size = 100 does not split over") and "multiple of 8" in p
-               for p in problems), problems
+    assert any(
+        "skin_rl.tensor_model_parallel_size = 3 does not divide skin_rl.n_gpus_per_node = 8" in p for p in problems
+    ), problems
+    assert any(
+        p.startswith("sft.train_batch_size = 100 does not split over") and "multiple of 8" in p for p in problems
+    ), problems
     cfg = copy.deepcopy(paper)
     cfg["skeleton_rl"].update(train_batch_size=5, n=3, ppo_mini_batch_size=5)  # 15 responses over 16 GPUs
     assert any("skeleton_rl.train_batch_size x skeleton_rl.n = 15" in p for p in preflight.check_topology(cfg))
@@ -85,14 +100,24 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     problems = preflight.check_offline(paper, env, cache_dir=str(cache), datasets_dir=str(tmp_path / "ds"))
     keys = [p.split(" = ")[0] for p in problems]
     # the models, then the datasets the data stages and the evaluation load from the hub (tests/test_hub.py)
-    assert keys == ["model.base", "dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init",
-                    "dhrcl.models[Qwen3-14B].init", "dhrcl.reward_model.model", "embedding.server_model_path",
-                    "data.generate.source.hub_id",
-                    "data.kodcode.source.hub_id", "evaluate.codegen.bigcodebench_full.source",
-                    "evaluate.codegen.bigcodebench_hard.source", "evaluate.codegen.livecodebench.source",
-                    # and the files named by URL (codegrpo.hub.url_sources)
-                    "evaluate.decompile.data", "evaluate.decompile.mbpp.data", "evaluate.codegen.humaneval_plus.source",
-                    "evaluate.codegen.mbpp_plus.source"]
+    assert keys == [
+        "model.base",
+        "dhrcl.models[Qwen3-4B].init",
+        "dhrcl.models[Qwen3-8B].init",
+        "dhrcl.models[Qwen3-14B].init",
+        "dhrcl.reward_model.model",
+        "embedding.server_model_path",
+        "data.generate.source.hub_id",
+        "data.kodcode.source.hub_id",
+        "evaluate.codegen.bigcodebench_full.source",
+        "evaluate.codegen.bigcodebench_hard.source",
+        "evaluate.codegen.livecodebench.source",
+        # and the files named by URL (codegrpo.hub.url_sources)
+        "evaluate.decompile.data",
+        "evaluate.decompile.mbpp.data",
+        "evaluate.codegen.humaneval_plus.source",
+        "evaluate.codegen.mbpp_plus.source",
+    ]
     paper = copy.deepcopy(paper)  # from here on: models only
     paper["evaluate"]["decompile"]["mbpp"]["enabled"] = False
     paper["evaluate"]["decompile"]["data"] = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
@@ -101,8 +126,14 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     paper["evaluate"]["codegen"]["benchmarks"] = ["kodcode_heldout", "humaneval"]
     assert "huggingface-cli download LLM4Binary/llm4decompile-6.7b-v2" in problems[0]
     # the same ids in the cache layout huggingface_hub writes: found
-    for repo in ("LLM4Binary/llm4decompile-6.7b-v2", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B",
-                 "TIGER-Lab/AceCodeRM-7B", "Qwen/Qwen3-Embedding-0.6B"):
+    for repo in (
+        "LLM4Binary/llm4decompile-6.7b-v2",
+        "Qwen/Qwen3-4B",
+        "Qwen/Qwen3-8B",
+        "Qwen/Qwen3-14B",
+        "TIGER-Lab/AceCodeRM-7B",
+        "Qwen/Qwen3-Embedding-0.6B",
+    ):
         folder = cache / ("models--" + repo.replace("/", "--"))
         (folder / "snapshots" / "abc").mkdir(parents=True)
         (folder / "refs").mkdir()
@@ -112,15 +143,20 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
     # a local folder is fine offline; online nothing is checked
     cfg = copy.deepcopy(paper)
     cfg["model"]["base"] = str(tmp_path)
-    assert [p.split(" = ")[0] for p in preflight.check_offline(cfg, env, cache_dir=str(tmp_path / "x"))] == \
-        ["dhrcl.models[Qwen3-4B].init", "dhrcl.models[Qwen3-8B].init", "dhrcl.models[Qwen3-14B].init",
-         "dhrcl.reward_model.model", "embedding.server_model_path"]
+    assert [p.split(" = ")[0] for p in preflight.check_offline(cfg, env, cache_dir=str(tmp_path / "x"))] == [
+        "dhrcl.models[Qwen3-4B].init",
+        "dhrcl.models[Qwen3-8B].init",
+        "dhrcl.models[Qwen3-14B].init",
+        "dhrcl.reward_model.model",
+        "embedding.server_model_path",
+    ]
     assert preflight.check_offline(paper, {}, cache_dir=str(tmp_path / "x")) == []
     # a job's config holds only its sections (rules/common.smk, training_cfg: device, seed, cluster, model + the
     # stage's): the SFT job checks the base model it loads and does not trip over the sections it lacks
     job = {k: paper[k] for k in ("device", "seed", "cluster", "model", "sft")}
-    assert [p.split(" = ")[0] for p in preflight.check_offline(job, env, cache_dir=str(tmp_path / "x"))] == \
-        ["model.base"]
+    assert [p.split(" = ")[0] for p in preflight.check_offline(job, env, cache_dir=str(tmp_path / "x"))] == [
+        "model.base"
+    ]
     rows = int(paper["sft"]["train_batch_size"])
     with pytest.raises(preflight.PreflightError) as exc:  # the job's own checks run on its partial config
         preflight.stage_checks(job, "sft", rows=rows, model_dir=tmp_path, env={**env, "WANDB_MODE": "offline"})
@@ -130,8 +166,12 @@ def test_models_offline_must_be_local_or_cached(paper, tmp_path):
 
 def test_wandb_logger_needs_key_or_mode(paper, local):
     problems = preflight.check_wandb(paper, {})
-    assert [p.split(" ")[0] for p in problems] == ["sft.logger", "skeleton_rl.logger", "skin_rl.logger",
-                                                   "dhrcl.training.logger"]
+    assert [p.split(" ")[0] for p in problems] == [
+        "sft.logger",
+        "skeleton_rl.logger",
+        "skin_rl.logger",
+        "dhrcl.training.logger",
+    ]
     assert "WANDB_API_KEY" in problems[0] and "WANDB_MODE=offline" in problems[0]
     assert preflight.check_wandb(paper, {"WANDB_API_KEY": "k"}) == []
     assert preflight.check_wandb(paper, {"WANDB_MODE": "disabled"}) == []
@@ -152,8 +192,14 @@ def test_lengths_over_the_model_positions(paper, tmp_path):
 def test_plan_time_topology_error_stops_the_dry_run(tmp_path):
     override = tmp_path / "bad.yaml"
     override.write_text("skin_rl: {tensor_model_parallel_size: 3}\n")
-    proc = subprocess.run([SNAKEMAKE, "-n", "--configfile", "config/paper.yaml", str(override)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "offline"})
+    proc = subprocess.run(
+        [SNAKEMAKE, "-n", "--configfile", "config/paper.yaml", str(override)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "WANDB_MODE": "offline"},
+    )
     assert proc.returncode != 0
     assert "skin_rl.tensor_model_parallel_size = 3 does not divide" in proc.stdout + proc.stderr
 
@@ -172,9 +218,25 @@ def _fake_slurm(tmp_path, sinfo: str = ""):
 
 
 def _smoke_under_slurm(env, *extra):
-    return subprocess.run([SNAKEMAKE, "smoke", "--executor", "slurm", "--jobs", "1", "--nolock",
-                           "--configfile", "config/paper.yaml", *extra], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [
+            SNAKEMAKE,
+            "smoke",
+            "--executor",
+            "slurm",
+            "--jobs",
+            "1",
+            "--nolock",
+            "--configfile",
+            "config/paper.yaml",
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 @pytest.mark.slow
@@ -216,8 +278,12 @@ def test_verl_version_is_checked_before_a_job_starts(tmp_path, monkeypatch):
     assert "not installed" in preflight.check_verl_version("")[0]
     # the job's checks (stage_checks, run before the model loads) refuse an environment with the wrong verl
     monkeypatch.setattr(adapter, "installed_verl_version", lambda: "0.9.0")
-    cfg = {"device": "cpu", "cluster": {}, "dhrcl": {"training": {"train_batch_size": 4, "logger": ["console"],
-                                                                    "max_prompt_length": 8,
-                                                                    "max_response_length": 8}}}
+    cfg = {
+        "device": "cpu",
+        "cluster": {},
+        "dhrcl": {
+            "training": {"train_batch_size": 4, "logger": ["console"], "max_prompt_length": 8, "max_response_length": 8}
+        },
+    }
     with pytest.raises(preflight.PreflightError, match="verl==0.4.1"):
         preflight.stage_checks(cfg, "dhrcl", rows=8, model_dir=tmp_path, env={})

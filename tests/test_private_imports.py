@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT as REPO
+
 PKG = REPO / "codegrpo"
 
 # (importing file, module, name): why it stays
@@ -79,8 +80,7 @@ def test_no_private_names_across_modules():
                 used.add((rel, mod, name))
             else:
                 bad.append(f"{rel}:{line}: {mod}.{name}")
-    assert not bad, "private names of other modules (make them public or allow-list with a reason):\n" + \
-        "\n".join(bad)
+    assert not bad, "private names of other modules (make them public or allow-list with a reason):\n" + "\n".join(bad)
     assert used == set(ALLOWED), f"allow-list entries no longer needed: {sorted(set(ALLOWED) - used)}"
 
 
@@ -90,8 +90,10 @@ def test_the_scan_sees_each_form(tmp_path, monkeypatch):
     (pkg / "sub").mkdir(parents=True)
     for f in ("__init__.py", "sub/__init__.py", "sub/a.py", "b.py"):
         (pkg / f).write_text("_x = 1\n")
-    (pkg / "c.py").write_text("from codegrpo.b import _x\nfrom .sub.a import _x as y\nfrom codegrpo.sub import a\n"
-                              "import codegrpo.b as bb\nprint(a._x, bb._x, a.__name__)\n")
+    (pkg / "c.py").write_text(
+        "from codegrpo.b import _x\nfrom .sub.a import _x as y\nfrom codegrpo.sub import a\n"
+        "import codegrpo.b as bb\nprint(a._x, bb._x, a.__name__)\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     got = sorted((m, n) for m, n, _ in private_uses(pkg / "c.py"))
     assert got == [("codegrpo.b", "_x"), ("codegrpo.b", "_x"), ("codegrpo.sub.a", "_x"), ("codegrpo.sub.a", "_x")]

@@ -42,8 +42,13 @@ def test_output_and_exit_code():
 
 
 def test_input_and_cwd_and_env(tmp_path):
-    res = run_group(["sh", "-c", 'cat; pwd; echo "$X"'], timeout=60, cwd=tmp_path, env={"X": "42", "PATH": os.environ["PATH"]},
-                    input=b"hello\n")
+    res = run_group(
+        ["sh", "-c", 'cat; pwd; echo "$X"'],
+        timeout=60,
+        cwd=tmp_path,
+        env={"X": "42", "PATH": os.environ["PATH"]},
+        input=b"hello\n",
+    )
     assert res.stdout.decode().splitlines() == ["hello", str(tmp_path), "42"]
 
 
@@ -77,8 +82,9 @@ def test_stop_group_kills_children_that_outlive_the_leader():
     # The leader ignores nothing but exits on SIGTERM at once; its grandchild ignores SIGTERM. The grandchild
     # prints its own pid once SIGTERM is ignored (a shell started with TERM ignored keeps it so, and so does the
     # sleep it execs), so the signal cannot reach it before it is the process under test.
-    proc = popen_group(["sh", "-c", "(trap '' TERM; exec sh -c 'echo $$; exec sleep 1000') & wait"],
-                       stdout=subprocess.PIPE)
+    proc = popen_group(
+        ["sh", "-c", "(trap '' TERM; exec sh -c 'echo $$; exec sleep 1000') & wait"], stdout=subprocess.PIPE
+    )
     child = int(proc.stdout.readline())
     forced = stop_group(proc, grace_s=30)
     proc.stdout.close()
@@ -88,8 +94,15 @@ def test_stop_group_kills_children_that_outlive_the_leader():
 
 
 def test_stop_group_reports_a_leader_that_ignores_term():
-    proc = popen_group([sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                        "print('ready', flush=True); signal.pause()"], stdout=subprocess.PIPE)
+    proc = popen_group(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); signal.pause()",
+        ],
+        stdout=subprocess.PIPE,
+    )
     assert proc.stdout.readline() == b"ready\n"
     assert stop_group(proc, grace_s=0.5) is True
     proc.stdout.close()

@@ -24,8 +24,9 @@ with run_dir_lock(sys.argv[1]):
 def holder(tmp_path):
     """A second process holding the lock of tmp_path/run until the test ends (its stdin closes)."""
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "locked"
     yield run, proc
     proc.stdin.close()
@@ -37,8 +38,10 @@ def test_second_trainer_on_a_run_folder_fails_before_touching_it(holder):
     run.mkdir()
     (run / "metrics.jsonl").write_text('{"step": 1}\n')
     # the training entry points take the lock first: nothing of the run is read, moved or written
-    for call in (lambda: run_grpo({}, {}, "x", train_files=[], val_files=[], init_model="m", run_dir=run),
-                 lambda: run_sft({}, "skeleton", train_files=[], val_files=[], init_model="m", run_dir=run)):
+    for call in (
+        lambda: run_grpo({}, {}, "x", train_files=[], val_files=[], init_model="m", run_dir=run),
+        lambda: run_sft({}, "skeleton", train_files=[], val_files=[], init_model="m", run_dir=run),
+    ):
         with pytest.raises(RunLockedError, match=r"in use by another trainer.*run\.lock") as info:
             call()
         assert f'"pid": {proc.pid}' in str(info.value)

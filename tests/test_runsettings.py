@@ -23,11 +23,17 @@ def _write(path, settings, served=None):
 def test_run_section_outside_and_inside_a_run(tmp_path, monkeypatch):
     monkeypatch.delenv(runsettings.SETTINGS_ENV, raising=False)
     assert runsettings.run_section("sandbox") is None  # outside a run: explicit arguments are the interface
-    path = _write(tmp_path / "settings.json", {"embedding": {"backend": "local", "model": ""}},
-                  served={"embedding": {"backend": "openai", "api_base": "http://127.0.0.1:9/v1", "model": "m"}})
+    path = _write(
+        tmp_path / "settings.json",
+        {"embedding": {"backend": "local", "model": ""}},
+        served={"embedding": {"backend": "openai", "api_base": "http://127.0.0.1:9/v1", "model": "m"}},
+    )
     monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
-    assert runsettings.run_section("embedding") == {"backend": "openai", "api_base": "http://127.0.0.1:9/v1",
-                                                    "model": "m"}
+    assert runsettings.run_section("embedding") == {
+        "backend": "openai",
+        "api_base": "http://127.0.0.1:9/v1",
+        "model": "m",
+    }
     with pytest.raises(runsettings.RunSettingsError, match=r"settings.json: field 'settings.sandbox'"):
         runsettings.run_section("sandbox")
     path.write_text("{not json")
@@ -42,8 +48,10 @@ def test_structure_reward_compiles_with_the_run_compile_mode(tmp_path, monkeypat
     """A changed compile mode in settings.json is what the structure reward's engine uses, over
     CODEGRPO_COMPILE_MODE."""
     monkeypatch.setenv("CODEGRPO_COMPILE_MODE", "fast")
-    path = _write(tmp_path / "settings.json", {"compile_reward": {
-        "mode": "exact", "workers": 1, "cache_size": 0, "memory_mb": 512}})
+    path = _write(
+        tmp_path / "settings.json",
+        {"compile_reward": {"mode": "exact", "workers": 1, "cache_size": 0, "memory_mb": 512}},
+    )
     monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
     monkeypatch.setattr(C, "_DEFAULT", None)
     sol = "int func0(int var1) { return var1; }"
@@ -103,9 +111,15 @@ def test_dhrcl_scorer_settings_take_schema_defaults_for_a_partial_section():
     vdef = vd.resolve_variant({}, "full")
     got = vd.scorer_settings({"reward": {"timeout_s": 3}}, vdef, "/tok")
     d = runsettings.schema_defaults("dhrcl", "reward")
-    assert got == {"variant": vdef["reward"], "stage3_form": d["stage3_form"], "ast_method": d["ast_method"],
-                   "ast_node_cap": d["ast_node_cap"], "timeout_s": 3.0, "tokenizer_path": "/tok",
-                   "static_weights": {k: float(v) for k, v in d["static_weights"].items()}}
+    assert got == {
+        "variant": vdef["reward"],
+        "stage3_form": d["stage3_form"],
+        "ast_method": d["ast_method"],
+        "ast_node_cap": d["ast_node_cap"],
+        "timeout_s": 3.0,
+        "tokenizer_path": "/tok",
+        "static_weights": {k: float(v) for k, v in d["static_weights"].items()},
+    }
     assert "tokenizer_path" not in vd.scorer_settings({"reward": {"use_policy_tokenizer": False}}, vdef, "/tok")
 
 
@@ -123,7 +137,11 @@ def test_dhrcl_scorer_reads_the_runs_settings_json(tmp_path, monkeypatch):
     assert DHRCLRewardConfig.resolve().ast_method == DHRCLRewardConfig().ast_method
     monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
     got = DHRCLRewardConfig.resolve()
-    assert (got.variant, got.ast_method, got.static_weights["pass"], got.verpo["alpha"]) == ("verpo", "jaccard", 2.0,
-                                                                                           3.0)
+    assert (got.variant, got.ast_method, got.static_weights["pass"], got.verpo["alpha"]) == (
+        "verpo",
+        "jaccard",
+        2.0,
+        3.0,
+    )
     assert got.static_weights["exec"] == DHRCLRewardConfig().static_weights["exec"]  # not stored: the default
     assert DHRCLRewardConfig.resolve({"ast_method": "ted"}).ast_method == "ted"

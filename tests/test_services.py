@@ -25,10 +25,19 @@ def test_process_group_is_stopped(tmp_path):
     port = free_port()
     pidfile = tmp_path / "child.pid"
     # the service forks a helper child, then execs an HTTP server: stopping must take both down
-    cmd = ["sh", "-c", f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; "
-                       f"exec {shlex.quote(sys.executable)} -m http.server {port} --bind 127.0.0.1"]
-    svc = ManagedService(cmd, ready_url=f"http://127.0.0.1:{port}/", ready_timeout_s=30,
-                         log_path=tmp_path / "svc.log", name="http.server")
+    cmd = [
+        "sh",
+        "-c",
+        f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; "
+        f"exec {shlex.quote(sys.executable)} -m http.server {port} --bind 127.0.0.1",
+    ]
+    svc = ManagedService(
+        cmd,
+        ready_url=f"http://127.0.0.1:{port}/",
+        ready_timeout_s=30,
+        log_path=tmp_path / "svc.log",
+        name="http.server",
+    )
     with svc:
         leader = svc.pid
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
@@ -44,8 +53,13 @@ def test_process_group_is_stopped(tmp_path):
 
 def test_early_exit_reports_the_log(tmp_path):
     cmd = [sys.executable, "-c", "import sys; print('cannot load model XYZ', flush=True); sys.exit(3)"]
-    svc = ManagedService(cmd, ready_url=f"http://127.0.0.1:{free_port()}/health", ready_timeout_s=30,
-                         log_path=tmp_path / "svc.log", name="broken")
+    svc = ManagedService(
+        cmd,
+        ready_url=f"http://127.0.0.1:{free_port()}/health",
+        ready_timeout_s=30,
+        log_path=tmp_path / "svc.log",
+        name="broken",
+    )
     t0 = time.monotonic()
     with pytest.raises(ServiceError, match=r"(?s)exited with status 3.*cannot load model XYZ"):
         with svc:
@@ -55,8 +69,13 @@ def test_early_exit_reports_the_log(tmp_path):
 
 def test_not_ready_in_time_is_stopped(tmp_path):
     cmd = [sys.executable, "-c", "import time; time.sleep(120)"]
-    svc = ManagedService(cmd, ready_url=f"http://127.0.0.1:{free_port()}/health", ready_timeout_s=1.0,
-                         log_path=tmp_path / "svc.log", name="sleepy")
+    svc = ManagedService(
+        cmd,
+        ready_url=f"http://127.0.0.1:{free_port()}/health",
+        ready_timeout_s=1.0,
+        log_path=tmp_path / "svc.log",
+        name="sleepy",
+    )
     svc.start()
     pid = svc.pid
     with pytest.raises(ServiceError, match="not ready"):
@@ -77,14 +96,32 @@ def test_embedding_service_command_templates():
     assert svc.ready_url == "http://127.0.0.1:12345/v1/models"
     assert svc.env["CODEGRPO_EMBEDDING_API_BASE"] == "http://127.0.0.1:12345/v1"
     assert svc.env["CODEGRPO_EMBEDDING_BACKEND"] == "openai"  # the reward talks to the server
-    gpu = embedding_service({
-        "backend": "openai", "model": "Qwen3-Embedding-0.6B", "server_model_path": "/models/Qwen3 Embedding",
-        "server_command": "python -m vllm.entrypoints.openai.api_server --model {model_path} "
-                          "--served-model-name {model} --host {host} --port {port} --dtype float16",
-        "chunk_size": 512}, port=8000)
-    assert gpu.command == ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/Qwen3 Embedding",
-                           "--served-model-name", "Qwen3-Embedding-0.6B", "--host", "127.0.0.1", "--port", "8000",
-                           "--dtype", "float16"]
+    gpu = embedding_service(
+        {
+            "backend": "openai",
+            "model": "Qwen3-Embedding-0.6B",
+            "server_model_path": "/models/Qwen3 Embedding",
+            "server_command": "python -m vllm.entrypoints.openai.api_server --model {model_path} "
+            "--served-model-name {model} --host {host} --port {port} --dtype float16",
+            "chunk_size": 512,
+        },
+        port=8000,
+    )
+    assert gpu.command == [
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/Qwen3 Embedding",
+        "--served-model-name",
+        "Qwen3-Embedding-0.6B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--dtype",
+        "float16",
+    ]
     assert gpu.env["CODEGRPO_EMBEDDING_MODEL"] == "Qwen3-Embedding-0.6B"
     assert gpu.env["CODEGRPO_EMBEDDING_CHUNK_SIZE"] == "512"
     with pytest.raises(ServiceError, match="placeholders"):
@@ -98,8 +135,11 @@ def test_embedding_server_lifecycle(tmp_path):
     with svc:
         pid = svc.pid
         base = svc.env["CODEGRPO_EMBEDDING_API_BASE"]
-        req = urllib.request.Request(base + "/embeddings", data=json.dumps(
-            {"model": "all-MiniLM-L6-v2", "input": ["var: x"]}).encode(), headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            base + "/embeddings",
+            data=json.dumps({"model": "all-MiniLM-L6-v2", "input": ["var: x"]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req) as r:
             assert len(json.load(r)["data"][0]["embedding"]) == 384
     time.sleep(0.2)

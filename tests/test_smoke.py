@@ -17,12 +17,24 @@ from tests.conftest import REPO_ROOT as REPO
 
 
 def test_report_lists_each_check_with_status_time_and_error(tmp_path):
-    results = [CheckResult("import_vllm", "failed", 1.25, "ModuleNotFoundError: No module named 'vllm'",
-                           {"traceback": "Traceback ...\nModuleNotFoundError"}),
-               CheckResult("embedding_server", "ok", 12.0, "", {"dim": 384}),
-               CheckResult("odd", "failed", 0.5, "a | b\nc", {})]
-    report = smoke.write_report(results, tmp_path / "report.md", tmp_path / "report.json",
-                                env={"host": "n1", "gpus": ["NVIDIA H100, 81559 MiB, 550.54"]}, total_s=14.0)
+    results = [
+        CheckResult(
+            "import_vllm",
+            "failed",
+            1.25,
+            "ModuleNotFoundError: No module named 'vllm'",
+            {"traceback": "Traceback ...\nModuleNotFoundError"},
+        ),
+        CheckResult("embedding_server", "ok", 12.0, "", {"dim": 384}),
+        CheckResult("odd", "failed", 0.5, "a | b\nc", {}),
+    ]
+    report = smoke.write_report(
+        results,
+        tmp_path / "report.md",
+        tmp_path / "report.json",
+        env={"host": "n1", "gpus": ["NVIDIA H100, 81559 MiB, 550.54"]},
+        total_s=14.0,
+    )
     md = (tmp_path / "report.md").read_text()
     assert "1 of 3 checks ok, 2 failed, 14.0 s in all." in md
     assert "| import_vllm | failed | 1.2 | ModuleNotFoundError: No module named 'vllm' |" in md
@@ -40,8 +52,10 @@ def test_missing_vllm_fails_cleanly(tmp_path):
     imp = smoke.run_check(Check("import_vllm", "codegrpo.smoke:check_import", {"module": "vllm"}, 120), tmp_path)
     assert imp.status == "failed" and imp.error == "ModuleNotFoundError: No module named 'vllm'"
     assert imp.seconds > 0 and "import_module" in imp.detail["traceback"]
-    eng = smoke.run_check(Check("vllm_engine", "codegrpo.smoke:check_vllm_engine",
-                                {"model_dir": str(tmp_path / "no-model")}, 120), tmp_path)
+    eng = smoke.run_check(
+        Check("vllm_engine", "codegrpo.smoke:check_vllm_engine", {"model_dir": str(tmp_path / "no-model")}, 120),
+        tmp_path,
+    )
     assert eng.status == "failed" and "backend 'vllm' needs the vllm package" in eng.error
 
 
@@ -52,8 +66,12 @@ def test_a_check_past_its_time_limit_is_killed_with_its_children(tmp_path):
     assert res.status == "failed" and res.error.startswith("timed out after 3s (killed)")
     assert time.monotonic() - t0 < 60
     time.sleep(0.5)
-    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and marker.encode() in
-             (p / "cmdline").read_bytes().replace(b"\0", b" ") if (p / "cmdline").exists()]
+    alive = [
+        p
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and marker.encode() in (p / "cmdline").read_bytes().replace(b"\0", b" ")
+        if (p / "cmdline").exists()
+    ]
     assert alive == []
 
 
@@ -63,9 +81,10 @@ def test_a_crashing_check_is_reported(tmp_path):
 
 
 def test_verl_workers_import_and_run_smoke_writes_the_report(tmp_path):
-    checks = [Check("import_verl_workers", "codegrpo.smoke:check_import", {"module": "verl.workers.fsdp_workers"},
-                    300),
-              Check("import_flash_attn", "codegrpo.smoke:check_import", {"module": "flash_attn"}, 120)]
+    checks = [
+        Check("import_verl_workers", "codegrpo.smoke:check_import", {"module": "verl.workers.fsdp_workers"}, 300),
+        Check("import_flash_attn", "codegrpo.smoke:check_import", {"module": "flash_attn"}, 120),
+    ]
     report = smoke.run_smoke(checks, tmp_path, tmp_path / "report.md", tmp_path / "report.json")
     ok, failed = report["checks"]
     assert ok["status"] == "ok" and ok["detail"]["version"] == "0.4.1"
@@ -76,8 +95,17 @@ def test_verl_workers_import_and_run_smoke_writes_the_report(tmp_path):
 
 def test_plan_of_the_paper_config(paper, tmp_path):
     checks = smoke.plan_checks(paper, decompile_data="d.json", out_dir=tmp_path / "smoke", logs_dir=tmp_path / "logs")
-    assert [c.name for c in checks] == ["tiny_model", "import_verl_workers", "import_vllm", "import_flash_attn",
-                                        "sandbox", "vllm_engine", "embedding_server", "grpo_vllm", "eval_vllm"]
+    assert [c.name for c in checks] == [
+        "tiny_model",
+        "import_verl_workers",
+        "import_vllm",
+        "import_flash_attn",
+        "sandbox",
+        "vllm_engine",
+        "embedding_server",
+        "grpo_vllm",
+        "eval_vllm",
+    ]
     by = {c.name: c for c in checks}
     assert by["tiny_model"].kwargs["hidden_size"] == 256  # head size 64
     assert by["grpo_vllm"].kwargs["train"] == str(tmp_path / "smoke" / "toy" / "toy.train.parquet")
@@ -101,5 +129,3 @@ def test_smoke_resources_ask_for_one_gpu(paper, local):
     cfg["device"] = "cpu"
     assert "gpu" not in stage_resources(cfg, "smoke")
     assert os.path.exists(REPO / smoke.decompile_data(paper))  # the smoke's own input, offline
-
-

@@ -21,8 +21,15 @@ def test_embedding_server_up_and_down_on_cpu(local, tmp_path):
     """The real check with the CPU configuration: the project's server over the packaged MiniLM starts, embeds
     through /v1/embeddings and stops, leaving no process and no open port."""
     section = dict(local["embedding"])
-    res = smoke.run_check(Check("embedding_server", "codegrpo.smoke_checks:check_embedding_server",
-                                {"section": section, "log_path": str(tmp_path / "embed.log")}, 300), tmp_path)
+    res = smoke.run_check(
+        Check(
+            "embedding_server",
+            "codegrpo.smoke_checks:check_embedding_server",
+            {"section": section, "log_path": str(tmp_path / "embed.log")},
+            300,
+        ),
+        tmp_path,
+    )
     assert res.status == "ok", (res.error, res.detail)
     assert res.detail["dim"] == 384 and res.detail["stopped"] is True
     assert 0.3 < res.detail["cosine"] < 0.9  # related identifiers, not the same text
@@ -30,8 +37,14 @@ def test_embedding_server_up_and_down_on_cpu(local, tmp_path):
 
 
 def test_grpo_check_without_a_gpu_fails_at_once(local, tmp_path):
-    kwargs = {"cfg": {k: local[k] for k in smoke_checks.GRPO_SECTIONS}, "smoke": local["smoke"], "train": "t", "val": "v",
-              "model_dir": str(tmp_path), "run_dir": str(tmp_path / "run")}
+    kwargs = {
+        "cfg": {k: local[k] for k in smoke_checks.GRPO_SECTIONS},
+        "smoke": local["smoke"],
+        "train": "t",
+        "val": "v",
+        "model_dir": str(tmp_path),
+        "run_dir": str(tmp_path / "run"),
+    }
     res = smoke.run_check(Check("grpo_vllm", "codegrpo.smoke_checks:check_grpo", kwargs, 120), tmp_path)
     assert res.status == "failed" and res.error.startswith("RuntimeError: no CUDA device visible to torch")
     assert res.seconds < 60 and not (tmp_path / "run").exists()
@@ -46,8 +59,15 @@ def test_grpo_check_composes_a_one_gpu_vllm_run(paper, local, tmp_path):
     s = cfg["skeleton_rl"]
     assert (s["rollout_name"], s["nnodes"], s["n_gpus_per_node"], s["total_training_steps"]) == ("vllm", 1, 1, 2)
     assert paper["skeleton_rl"]["nnodes"] == 2  # the paper's own section is untouched
-    la = grpo_launch(cfg, s, "smoke_grpo", train_files=tmp_path / "t.parquet", val_files=tmp_path / "v.parquet",
-                     model_path=str(tmp_path / "tiny"), run_dir=tmp_path / "run")
+    la = grpo_launch(
+        cfg,
+        s,
+        "smoke_grpo",
+        train_files=tmp_path / "t.parquet",
+        val_files=tmp_path / "v.parquet",
+        model_path=str(tmp_path / "tiny"),
+        run_dir=tmp_path / "run",
+    )
     composed = la.validate()
     assert composed.actor_rollout_ref.rollout.name == "vllm"
     assert composed.trainer.n_gpus_per_node == 1 and composed.trainer.total_training_steps == 2
@@ -67,10 +87,23 @@ def test_eval_batch_check_glue_on_cpu(paper, tmp_path):
     assert paper["evaluate"]["decompile"]["data"].startswith("https://")
     data = str(REPO / smoke.decompile_data(paper))
     assert data.endswith(smoke.LEGACY_DECOMPILE_DATA)
-    res = smoke.run_check(Check("eval_cpu", "codegrpo.smoke_checks:check_eval_batch",
-                                {"model_dir": str(model), "data": data, "out_path": str(tmp_path / "eval.json"),
-                                 "batch_size": 2, "max_new_tokens": 8, "backend": "transformers", "workers": 1},
-                                600), tmp_path)
+    res = smoke.run_check(
+        Check(
+            "eval_cpu",
+            "codegrpo.smoke_checks:check_eval_batch",
+            {
+                "model_dir": str(model),
+                "data": data,
+                "out_path": str(tmp_path / "eval.json"),
+                "batch_size": 2,
+                "max_new_tokens": 8,
+                "backend": "transformers",
+                "workers": 1,
+            },
+            600,
+        ),
+        tmp_path,
+    )
     assert res.status == "ok", (res.error, res.detail)
     assert res.detail["tasks"] == 2 and res.detail["backend"] == "transformers"
     result = json.loads((tmp_path / "eval.json").read_text())
@@ -85,8 +118,15 @@ def test_grpo_check_glue_in_verl_cpu_mode(local, tmp_path):
     files, model = {"train": made["train"], "val": made["val"]}, made["model_dir"]
     smoke_cfg = copy.deepcopy(local["smoke"])
     smoke_cfg["grpo"].update({"max_prompt_length": 64, "max_response_length": 8})
-    kwargs = {"cfg": {k: local[k] for k in smoke_checks.GRPO_SECTIONS}, "smoke": smoke_cfg, "train": str(files["train"]),
-              "val": str(files["val"]), "model_dir": str(model), "run_dir": str(tmp_path / "grpo"), "device": "cpu"}
+    kwargs = {
+        "cfg": {k: local[k] for k in smoke_checks.GRPO_SECTIONS},
+        "smoke": smoke_cfg,
+        "train": str(files["train"]),
+        "val": str(files["val"]),
+        "model_dir": str(model),
+        "run_dir": str(tmp_path / "grpo"),
+        "device": "cpu",
+    }
     res = smoke.run_check(Check("grpo_cpu", "codegrpo.smoke_checks:check_grpo", kwargs, 900), tmp_path)
     assert res.status == "ok", (res.error, res.detail.get("traceback", "")[-2000:])
     assert res.detail["steps"] == 2 and Path(res.detail["hf"], "config.json").is_file()

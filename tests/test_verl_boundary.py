@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT as ROOT
+
 ADAPTER = ROOT / "codegrpo" / "verl"
 
 
@@ -27,15 +28,21 @@ def verl_imports(path: Path) -> list[str]:
 
 def test_scan_finds_verl_imports(tmp_path, monkeypatch):
     src = tmp_path / "m.py"
-    src.write_text("import os\nfrom codegrpo.verl import launch\n\ndef f():\n    from verl.trainer import main_ppo\n"
-                   "    import verl.utils as u\n")
+    src.write_text(
+        "import os\nfrom codegrpo.verl import launch\n\ndef f():\n    from verl.trainer import main_ppo\n"
+        "    import verl.utils as u\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert verl_imports(src) == ["m.py:5: from verl.trainer import main_ppo", "m.py:6: import verl.utils as u"]
 
 
 def test_only_the_adapter_imports_verl():
-    files = [p for d in ("codegrpo", "workflow_scripts") for p in sorted((ROOT / d).rglob("*.py"))
-             if ADAPTER not in p.parents]
+    files = [
+        p
+        for d in ("codegrpo", "workflow_scripts")
+        for p in sorted((ROOT / d).rglob("*.py"))
+        if ADAPTER not in p.parents
+    ]
     assert len(files) > 50
     offenders = [hit for p in files for hit in verl_imports(p)]
     assert offenders == [], "verl imported outside codegrpo/verl/:\n" + "\n".join(offenders)

@@ -36,7 +36,10 @@ def test_every_script_uses_the_prologue():
     assert len(scripts) >= 20
     for path in scripts:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        withs = [n for n in tree.body if isinstance(n, ast.With)
-                 and ast.unparse(n.items[0].context_expr.func) == "failure_logged"]
+        withs = [
+            n
+            for n in tree.body
+            if isinstance(n, ast.With) and ast.unparse(n.items[0].context_expr.func) == "failure_logged"
+        ]
         assert len(withs) == 1, f"{path.name}: the body is not one `with failure_logged(...)` block"
         assert not any(isinstance(n, ast.Try) for n in tree.body), f"{path.name}: a try block of its own"

@@ -27,6 +27,12 @@ with failure_logged("data_headers failed"):
         ingest_summary = json.load(fh)
     with open(sm.input.normalize_summary, encoding="utf-8") as fh:
         normalize_summary = json.load(fh)
-    write_dataset_outputs(records, header_summary, ingest_summary=ingest_summary,
-                          normalize_summary=normalize_summary, records_path=sm.output.records,
-                          tsv_path=sm.output.tsv, summary_path=sm.output.summary)
+    write_dataset_outputs(
+        records,
+        header_summary,
+        ingest_summary=ingest_summary,
+        normalize_summary=normalize_summary,
+        records_path=sm.output.records,
+        tsv_path=sm.output.tsv,
+        summary_path=sm.output.summary,
+    )

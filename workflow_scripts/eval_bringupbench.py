@@ -12,6 +12,10 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("eval_bringupbench failed"):
     run_bringupbench_identifier(
-        sm.input.data, sm.output[0], limit=sm.params.limit, embedding=sm.params.embedding,
-        cfg=dict(sm.params.items()), embedding_log=sm.log.embedding,
+        sm.input.data,
+        sm.output[0],
+        limit=sm.params.limit,
+        embedding=sm.params.embedding,
+        cfg=dict(sm.params.items()),
+        embedding_log=sm.log.embedding,
     )

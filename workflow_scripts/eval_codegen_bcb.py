@@ -11,8 +11,7 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 p = sm.params
 with failure_logged("eval_codegen_bcb failed"):
-    settings = SimpleNamespace(n=p.n_samples, temperature=p.temperature, top_p=p.top_p,
-                               max_new_tokens=p.max_new_tokens)
+    settings = SimpleNamespace(n=p.n_samples, temperature=p.temperature, top_p=p.top_p, max_new_tokens=p.max_new_tokens)
     score_samples_files(
         sm.wildcards.run,
         sm.input.model,

@@ -9,7 +9,21 @@ from codegrpo.learning import run_direction_check
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("learning_direction failed"):
-    v = run_direction_check(sm.params.cfg, sm.wildcards.check, train_files=sm.input.train, val_files=sm.input.val,
-                            init_model=sm.input.tiny, run_dir=sm.params.run_dir)
-    logging.info("%s: first %.3f, last %.3f, change %+.3f (expect %s, margin %s): %s", v["check"], v["first"],
-                 v["last"], v["delta"], v["expect"], v["margin"], "pass" if v["passed"] else "FAIL")
+    v = run_direction_check(
+        sm.params.cfg,
+        sm.wildcards.check,
+        train_files=sm.input.train,
+        val_files=sm.input.val,
+        init_model=sm.input.tiny,
+        run_dir=sm.params.run_dir,
+    )
+    logging.info(
+        "%s: first %.3f, last %.3f, change %+.3f (expect %s, margin %s): %s",
+        v["check"],
+        v["first"],
+        v["last"],
+        v["delta"],
+        v["expect"],
+        v["margin"],
+        "pass" if v["passed"] else "FAIL",
+    )

@@ -10,5 +10,10 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("learning_real_data failed"):
     rec = select_slice(sm.params.cfg, sm.params.out_dir)
-    logging.info("learning_real slice: %d train, %d val, %d held out (%d references failed their tests)",
-                 len(rec["train"]), len(rec["val"]), len(rec["heldout"]), len(rec["reference_failed"]))
+    logging.info(
+        "learning_real slice: %d train, %d val, %d held out (%d references failed their tests)",
+        len(rec["train"]),
+        len(rec["val"]),
+        len(rec["heldout"]),
+        len(rec["reference_failed"]),
+    )

@@ -9,7 +9,18 @@ from codegrpo.workflow import failure_logged
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("learning_real_eval failed"):
-    r = evaluate_model(sm.params.model_dir, sm.input.heldout, sm.params.cfg, seed=int(sm.wildcards.seed),
-                       out_path=sm.output[0], label=f"{sm.wildcards.model} seed {sm.wildcards.seed}")
-    logging.info("learning_real %s seed %s: pass@1 %.3f, mean r_pass %.3f", sm.wildcards.model, sm.wildcards.seed,
-                 r["pass@1"], r["r_pass"])
+    r = evaluate_model(
+        sm.params.model_dir,
+        sm.input.heldout,
+        sm.params.cfg,
+        seed=int(sm.wildcards.seed),
+        out_path=sm.output[0],
+        label=f"{sm.wildcards.model} seed {sm.wildcards.seed}",
+    )
+    logging.info(
+        "learning_real %s seed %s: pass@1 %.3f, mean r_pass %.3f",
+        sm.wildcards.model,
+        sm.wildcards.seed,
+        r["pass@1"],
+        r["r_pass"],
+    )

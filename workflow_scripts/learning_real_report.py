@@ -11,6 +11,7 @@ from codegrpo.workflow import failure_logged
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("learning_real_report failed"):
+
     def load(path):
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)

@@ -9,6 +9,11 @@ from codegrpo.workflow import failure_logged
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("learning_real_train failed"):
-    done = train_variant(sm.params.cfg, sm.wildcards.variant, data_dir=sm.params.data_dir,
-                         init_model=sm.params.init_model, run_dir=sm.params.run_dir)
+    done = train_variant(
+        sm.params.cfg,
+        sm.wildcards.variant,
+        data_dir=sm.params.data_dir,
+        init_model=sm.params.init_model,
+        run_dir=sm.params.run_dir,
+    )
     logging.info("learning_real %s: final step %s", sm.wildcards.variant, done["final_step"])

@@ -22,5 +22,9 @@ with failure_logged("prefetch failed"):
     p = sm.params
     manifest = download(p.refs, p.hf_home, p.models_dir, p.datasets_dir)
     write_json(sm.output[0], manifest)
-    logging.info("prefetch: %d model(s), %d dataset(s) in %s", len(manifest["models"]),
-                 len(manifest["datasets"]), manifest["hf_home"])
+    logging.info(
+        "prefetch: %d model(s), %d dataset(s) in %s",
+        len(manifest["models"]),
+        len(manifest["datasets"]),
+        manifest["hf_home"],
+    )

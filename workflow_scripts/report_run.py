@@ -10,5 +10,10 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("report_run failed"):
     info = plot_run(sm.params.metrics, sm.output[0], run=sm.wildcards.run, curriculum_path=sm.params.curriculum)
-    logging.info("run %s: %d steps, panels %s, transitions %s", sm.wildcards.run, info["steps"], info["panels"],
-                 info["transitions"])
+    logging.info(
+        "run %s: %d steps, panels %s, transitions %s",
+        sm.wildcards.run,
+        info["steps"],
+        info["panels"],
+        info["transitions"],
+    )

@@ -11,6 +11,12 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 stage = sm.params.stage
 with failure_logged("%s training failed", stage):
-    done = run_rl_stage(sm.params.cfg, stage, train_files=sm.params.train, val_files=sm.params.val,
-                        init_model=sm.params.init_model, run_dir=sm.params.run_dir)
+    done = run_rl_stage(
+        sm.params.cfg,
+        stage,
+        train_files=sm.params.train,
+        val_files=sm.params.val,
+        init_model=sm.params.init_model,
+        run_dir=sm.params.run_dir,
+    )
     logging.info("%s complete: %s", stage, done)

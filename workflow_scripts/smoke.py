@@ -13,5 +13,4 @@ with failure_logged("smoke failed"):
     checks = plan_checks(p.cfg, decompile_data=sm.input.decompile, out_dir=p.out_dir, logs_dir=p.logs_dir)
     report = run_smoke(checks, p.out_dir, sm.output.report, sm.output.json)
     s = report["summary"]
-    logging.info("smoke: %d ok, %d failed in %.0f s; report %s", s["ok"], s["failed"], s["total_s"],
-                 sm.output.report)
+    logging.info("smoke: %d ok, %d failed in %.0f s; report %s", s["ok"], s["failed"], s["total_s"], sm.output.report)

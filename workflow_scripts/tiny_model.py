@@ -9,6 +9,13 @@ log_to(sm.log[0])
 with failure_logged("tiny_model failed"):
     texts = corpus_from_parquet(list(sm.input))
     tiny = sm.params.tiny
-    build_tiny_model(sm.output[0], texts, arch=tiny["arch"], vocab_size=tiny["vocab_size"], seed=sm.params.seed,
-                     hidden_size=tiny["hidden_size"], num_layers=tiny["num_layers"],
-                     max_position_embeddings=tiny["max_position_embeddings"])
+    build_tiny_model(
+        sm.output[0],
+        texts,
+        arch=tiny["arch"],
+        vocab_size=tiny["vocab_size"],
+        seed=sm.params.seed,
+        hidden_size=tiny["hidden_size"],
+        num_layers=tiny["num_layers"],
+        max_position_embeddings=tiny["max_position_embeddings"],
+    )

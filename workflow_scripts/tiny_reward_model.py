@@ -9,5 +9,11 @@ sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])
 with failure_logged("tiny_reward_model failed"):
     tiny = sm.params.tiny
-    build_tiny_reward_model(sm.output[0], corpus_from_parquet(list(sm.input)), vocab_size=tiny["vocab_size"],
-                            seed=sm.params.seed, hidden_size=tiny["hidden_size"], num_layers=tiny["num_layers"])
+    build_tiny_reward_model(
+        sm.output[0],
+        corpus_from_parquet(list(sm.input)),
+        vocab_size=tiny["vocab_size"],
+        seed=sm.params.seed,
+        hidden_size=tiny["hidden_size"],
+        num_layers=tiny["num_layers"],
+    )

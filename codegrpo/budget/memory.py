@@ -18,8 +18,14 @@ def activation_bytes(spec: ModelSpec, tokens: int, *, recompute: bool, mem: Memo
     return spec.layers * mem.act_sbh_per_layer * sbh
 
 
-def state_bytes(params: float, world: int, *, param_offload: bool = False, optimizer_offload: bool = False,
-                mem: MemoryModel = MEMORY) -> float:
+def state_bytes(
+    params: float,
+    world: int,
+    *,
+    param_offload: bool = False,
+    optimizer_offload: bool = False,
+    mem: MemoryModel = MEMORY,
+) -> float:
     """FSDP (ZeRO-3) model + gradient + Adam state per GPU: 16 bytes/param over the world size."""
     per_param = mem.state_bytes_per_param
     if param_offload:
@@ -29,15 +35,21 @@ def state_bytes(params: float, world: int, *, param_offload: bool = False, optim
     return per_param * params / world
 
 
-def rl_memory(spec: ModelSpec, s: Mapping, world: int, gpu_gb: float | None, *, extra_gb: float = 0.0,
-              mem: MemoryModel = MEMORY) -> dict:
+def rl_memory(
+    spec: ModelSpec, s: Mapping, world: int, gpu_gb: float | None, *, extra_gb: float = 0.0, mem: MemoryModel = MEMORY
+) -> dict:
     """Per-GPU memory of an RL job in its two phases (training and rollout), in GB."""
     P = spec.params
     seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
     micro = int(s["ppo_micro_batch_size_per_gpu"])
     tokens = seq * micro
-    state = state_bytes(P, world, param_offload=s.get("param_offload", False),
-                        optimizer_offload=s.get("optimizer_offload", False), mem=mem)
+    state = state_bytes(
+        P,
+        world,
+        param_offload=s.get("param_offload", False),
+        optimizer_offload=s.get("optimizer_offload", False),
+        mem=mem,
+    )
     ref = 0.0 if s.get("ref_param_offload", True) else mem.ref_bytes_per_param * P / world
     gather = 2 * 2 * spec.layer_params  # FSDP all-gathers one bf16 layer (and prefetches the next)
     recompute = bool(s.get("gradient_checkpointing", False))
@@ -45,8 +57,10 @@ def rl_memory(spec: ModelSpec, s: Mapping, world: int, gpu_gb: float | None, *, 
     act_other = activation_bytes(spec, tokens, recompute=not recompute, mem=mem)
     logits = tokens * spec.vocab * mem.logits_bytes_per_element
     # log-prob passes (old / ref) run without grad: one layer's activations and the logits of their micro-batch
-    lp_micro = max(int(s.get("rollout_log_prob_micro_batch_size_per_gpu", 1)),
-                   int(s.get("ref_log_prob_micro_batch_size_per_gpu", 1)))
+    lp_micro = max(
+        int(s.get("rollout_log_prob_micro_batch_size_per_gpu", 1)),
+        int(s.get("ref_log_prob_micro_batch_size_per_gpu", 1)),
+    )
     logprob = lp_micro * seq * (spec.hidden * mem.act_sbh_per_layer + spec.vocab * mem.logits_bytes_per_element)
     overhead = mem.overhead_gb * GB + extra_gb * GB
     train_peak = state + ref + gather + max(act + logits, logprob) + overhead
@@ -54,10 +68,17 @@ def rl_memory(spec: ModelSpec, s: Mapping, world: int, gpu_gb: float | None, *, 
     util = float(s.get("gpu_memory_utilization", 0.8))
     rollout_weights = mem.rollout_weight_bytes_per_param * P / tp
     out = {
-        "state_gb": state / GB, "ref_gb": ref / GB, "activations_gb": act / GB,
-        "activations_other_setting_gb": act_other / GB, "logits_gb": logits / GB, "logprob_pass_gb": logprob / GB,
-        "micro_batch_tokens": tokens, "gradient_checkpointing": recompute, "overhead_gb": overhead / GB,
-        "train_peak_gb": train_peak / GB, "rollout_weights_gb": rollout_weights / GB,
+        "state_gb": state / GB,
+        "ref_gb": ref / GB,
+        "activations_gb": act / GB,
+        "activations_other_setting_gb": act_other / GB,
+        "logits_gb": logits / GB,
+        "logprob_pass_gb": logprob / GB,
+        "micro_batch_tokens": tokens,
+        "gradient_checkpointing": recompute,
+        "overhead_gb": overhead / GB,
+        "train_peak_gb": train_peak / GB,
+        "rollout_weights_gb": rollout_weights / GB,
         "gpu_gb": gpu_gb,
     }
     if gpu_gb:
@@ -65,9 +86,13 @@ def rl_memory(spec: ModelSpec, s: Mapping, world: int, gpu_gb: float | None, *, 
         kv = max(0.0, engine - rollout_weights - 1.0 * GB)  # vLLM's own activation / graph reserve: 1 GB
         engines = max(1, world // tp)
         batch_tokens = int(s["train_batch_size"]) * int(s.get("n", 1)) * seq / engines
-        out.update(rollout_engine_gb=engine / GB, kv_cache_gb=kv / GB,
-                   kv_cache_tokens=int(kv / spec.kv_bytes_per_token(mem)), rollout_tokens_per_engine=int(batch_tokens),
-                   rollout_peak_gb=(state + ref + engine + overhead) / GB)
+        out.update(
+            rollout_engine_gb=engine / GB,
+            kv_cache_gb=kv / GB,
+            kv_cache_tokens=int(kv / spec.kv_bytes_per_token(mem)),
+            rollout_tokens_per_engine=int(batch_tokens),
+            rollout_peak_gb=(state + ref + engine + overhead) / GB,
+        )
         out["peak_gb"] = max(out["train_peak_gb"], out["rollout_peak_gb"])
         out["fits"] = out["peak_gb"] <= gpu_gb and kv > 0
     else:
@@ -84,13 +109,22 @@ def sft_memory(spec: ModelSpec, s: Mapping, world: int, gpu_gb: float | None, me
     act = activation_bytes(spec, tokens, recompute=recompute, mem=mem)
     logits = tokens * spec.vocab * mem.logits_bytes_per_element
     peak = state + 4 * spec.layer_params + act + logits + mem.overhead_gb * GB
-    return {"state_gb": state / GB, "activations_gb": act / GB, "logits_gb": logits / GB,
-            "micro_batch_tokens": tokens, "gradient_checkpointing": recompute, "train_peak_gb": peak / GB,
-            "peak_gb": peak / GB, "gpu_gb": gpu_gb, "fits": (peak / GB <= gpu_gb) if gpu_gb else None}
+    return {
+        "state_gb": state / GB,
+        "activations_gb": act / GB,
+        "logits_gb": logits / GB,
+        "micro_batch_tokens": tokens,
+        "gradient_checkpointing": recompute,
+        "train_peak_gb": peak / GB,
+        "peak_gb": peak / GB,
+        "gpu_gb": gpu_gb,
+        "fits": (peak / GB <= gpu_gb) if gpu_gb else None,
+    }
 
 
-def eval_memory(spec: ModelSpec, ev: Mapping, max_new_tokens: int, gpu_gb: float | None,
-                mem: MemoryModel = MEMORY) -> dict:
+def eval_memory(
+    spec: ModelSpec, ev: Mapping, max_new_tokens: int, gpu_gb: float | None, mem: MemoryModel = MEMORY
+) -> dict:
     """One vLLM evaluation engine: its share of the GPU, the bf16 weights per tensor-parallel rank, and the KV
     cache's capacity against ``max_model_len`` (vLLM refuses to start when one sequence does not fit)."""
     v = ev.get("vllm") or {}

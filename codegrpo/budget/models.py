@@ -12,7 +12,6 @@ from pathlib import Path
 GB = 1e9
 
 
-
 @dataclasses.dataclass(frozen=True)
 class MemoryModel:
     """Every constant of the memory model. A measured figure (e.g. the activation peak of one micro-batch on a
@@ -21,9 +20,9 @@ class MemoryModel:
     # ZeRO §3.1: fp16 params (2) + fp16 grads (2) + fp32 params, momentum, variance (K = 12) = 16 bytes/param;
     # verl's FSDP actor: fp32 params (4) + fp32 grads (4) + Adam m, v (8) = 16 bytes/param, sharded over the world
     state_bytes_per_param: float = 16.0
-    param_bytes: float = 4.0            # of the 16: the fp32 parameters (param_offload moves them to CPU)
-    optimizer_bytes: float = 8.0        # of the 16: the Adam moments (optimizer_offload moves them to CPU)
-    ref_bytes_per_param: float = 2.0    # the bf16 reference model, sharded (0 on the GPU with ref_param_offload)
+    param_bytes: float = 4.0  # of the 16: the fp32 parameters (param_offload moves them to CPU)
+    optimizer_bytes: float = 8.0  # of the 16: the Adam moments (optimizer_offload moves them to CPU)
+    ref_bytes_per_param: float = 2.0  # the bf16 reference model, sharded (0 on the GPU with ref_param_offload)
     # Korthikanti et al. 2022 Eq. (1) without the attention-score term (flash attention) gives 34 s b h bytes/layer
     # for a GPT layer (4h MLP, full attention). The paper's LLaMA / Qwen3 layers (SwiGLU MLP, GQA, RMSNorm) store
     # more: measured on one H200 (benchmarks/gpu_memory_probe.py, docs/measurements/gpu_memory_probe_h200.json,
@@ -35,12 +34,12 @@ class MemoryModel:
     # bf16 logits + fp32 log-softmax for the log-probs; measured 5.0 (vocab 32256) and 4.2 (vocab 151936) bytes
     # per logit on the H200 probe; 6.0 keeps a margin
     logits_bytes_per_element: float = 6.0
-    kv_bytes_per_element: float = 2.0       # bf16 KV cache
+    kv_bytes_per_element: float = 2.0  # bf16 KV cache
     rollout_weight_bytes_per_param: float = 2.0  # bf16 weights in the rollout engine
-    overhead_gb: float = 3.0                # CUDA context, NCCL, fragmentation (assumption)
+    overhead_gb: float = 3.0  # CUDA context, NCCL, fragmentation (assumption)
     rl_checkpoint_bytes_per_param: float = 12.0  # fp32 model shards (4) + Adam moments (8)
     sft_checkpoint_bytes_per_param: float = 4.0  # fp32 model (verl 0.4.1 SFT save_pretrained)
-    export_bytes_per_param: float = 2.0          # the run's exported bf16 Hugging Face model
+    export_bytes_per_param: float = 2.0  # the run's exported bf16 Hugging Face model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +59,17 @@ THROUGHPUT = ThroughputModel()
 
 # GPU memory (GB) and bf16 dense peak TFLOP/s by model name (vendor data sheets); cluster.gpu_memory_gb overrides
 GPUS: dict[str, tuple[float, float]] = {
-    "a100-40gb": (40.0, 312.0), "a100": (80.0, 312.0), "a100-80gb": (80.0, 312.0), "h100": (80.0, 989.0),
-    "h200": (141.0, 989.0), "h800": (80.0, 989.0), "l40s": (48.0, 362.0), "a6000": (48.0, 155.0),
-    "a40": (48.0, 150.0), "v100": (32.0, 125.0), "b200": (180.0, 2250.0),
+    "a100-40gb": (40.0, 312.0),
+    "a100": (80.0, 312.0),
+    "a100-80gb": (80.0, 312.0),
+    "h100": (80.0, 989.0),
+    "h200": (141.0, 989.0),
+    "h800": (80.0, 989.0),
+    "l40s": (48.0, 362.0),
+    "a6000": (48.0, 155.0),
+    "a40": (48.0, 150.0),
+    "v100": (32.0, 125.0),
+    "b200": (180.0, 2250.0),
 }
 
 
@@ -109,19 +116,27 @@ KNOWN_MODELS: dict[str, ModelSpec] = {
     "Qwen/Qwen3-14B": ModelSpec("Qwen3-14B", 40, 5120, 40, 8, 128, 17408, 151936, qk_norm=True),
     # AceCodeRM-7B: Qwen2.5-Coder-7B-Instruct (its config.json) plus a value head (3,585 parameters, not counted)
     "TIGER-Lab/AceCodeRM-7B": ModelSpec("AceCodeRM-7B", 28, 3584, 28, 4, 128, 18944, 152064),
-    "Qwen/Qwen3-Embedding-0.6B": ModelSpec("Qwen3-Embedding-0.6B", 28, 1024, 16, 8, 128, 3072, 151669, tied=True,
-                                           qk_norm=True),
+    "Qwen/Qwen3-Embedding-0.6B": ModelSpec(
+        "Qwen3-Embedding-0.6B", 28, 1024, 16, 8, 128, 3072, 151669, tied=True, qk_norm=True
+    ),
 }
 
 
 def spec_from_hf_config(name: str, data: Mapping) -> ModelSpec:
     heads = int(data["num_attention_heads"])
     hidden = int(data["hidden_size"])
-    return ModelSpec(name, int(data["num_hidden_layers"]), hidden, heads,
-                     int(data.get("num_key_value_heads") or heads), int(data.get("head_dim") or hidden // heads),
-                     int(data.get("intermediate_size") or 4 * hidden), int(data["vocab_size"]),
-                     bool(data.get("tie_word_embeddings", False)),
-                     qk_norm=str(data.get("model_type", "")).startswith("qwen3"))
+    return ModelSpec(
+        name,
+        int(data["num_hidden_layers"]),
+        hidden,
+        heads,
+        int(data.get("num_key_value_heads") or heads),
+        int(data.get("head_dim") or hidden // heads),
+        int(data.get("intermediate_size") or 4 * hidden),
+        int(data["vocab_size"]),
+        bool(data.get("tie_word_embeddings", False)),
+        qk_norm=str(data.get("model_type", "")).startswith("qwen3"),
+    )
 
 
 def model_spec(cfg: Mapping, name: str) -> ModelSpec | None:
@@ -134,8 +149,9 @@ def model_spec(cfg: Mapping, name: str) -> ModelSpec | None:
         if local.is_file():
             return spec_from_hf_config("tiny", json.loads(local.read_text(encoding="utf-8")))
         h = int(t.get("hidden_size", 64))  # codegrpo.models.tiny_config's layout
-        return ModelSpec("tiny", int(t.get("num_layers", 2)), h, 4, 2, h // 4, 2 * h, int(t.get("vocab_size", 1024)),
-                         tied=True)
+        return ModelSpec(
+            "tiny", int(t.get("num_layers", 2)), h, 4, 2, h // 4, 2 * h, int(t.get("vocab_size", 1024)), tied=True
+        )
     from codegrpo import packaged
 
     if pname := packaged.parse_ref(name):  # the folder rule packaged_model writes, once it exists
@@ -181,15 +197,24 @@ def reward_model_memory(cfg: Mapping, rm: Mapping) -> dict:
         return {"model": rm.get("model"), "peak_gb": float(rm["gpu_memory_gb"]), "source": "gpu_memory_gb"}
     spec = model_spec(cfg, str(rm.get("model") or ""))
     if spec is None:
-        return {"model": rm.get("model"), "peak_gb": None,
-                "source": "unknown architecture (set dhrcl.reward_model.gpu_memory_gb)"}
+        return {
+            "model": rm.get("model"),
+            "peak_gb": None,
+            "source": "unknown architecture (set dhrcl.reward_model.gpu_memory_gb)",
+        }
     b = RM_DTYPE_BYTES[str(rm.get("dtype") or "float32")]
     backbone = spec.params - (0 if spec.tied else spec.vocab * spec.hidden)
     tokens = int(rm.get("batch_size") or 8) * int(rm.get("max_length") or 8192)
     weights = b * backbone
     act = tokens * (4 * spec.hidden + 3 * spec.ffn) * b
-    return {"model": rm.get("model"), "weights_gb": weights / GB, "activations_gb": act / GB,
-            "tokens_per_pass": tokens, "peak_gb": (weights + act) / GB + 1.0, "source": "estimate"}
+    return {
+        "model": rm.get("model"),
+        "weights_gb": weights / GB,
+        "activations_gb": act / GB,
+        "tokens_per_pass": tokens,
+        "peak_gb": (weights + act) / GB + 1.0,
+        "source": "estimate",
+    }
 
 
 def gpu_peak_tflops(cfg: Mapping) -> float:

@@ -9,8 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from codegrpo.budget.memory import eval_memory, rl_memory, sft_memory
-from codegrpo.budget.models import (GB, MEMORY, THROUGHPUT, ModelSpec, gpu_memory_gb, gpu_peak_tflops, model_spec,
-                                    reward_model_memory, server_memory_fraction)
+from codegrpo.budget.models import (
+    GB,
+    MEMORY,
+    THROUGHPUT,
+    ModelSpec,
+    gpu_memory_gb,
+    gpu_peak_tflops,
+    model_spec,
+    reward_model_memory,
+    server_memory_fraction,
+)
 from codegrpo.budget.steps import saves, step_plan
 from codegrpo.contracts import RL_STAGES
 
@@ -26,9 +35,13 @@ def _parquet_rows(paths: list[Path]) -> int | None:
     return sum(pq.read_metadata(p).num_rows for p in paths)
 
 
-TRAIN_FILES = {"sft_skeleton": ("sft", "skeleton.train.parquet"), "sft_skin": ("sft", "skin.train.parquet"),
-               "skeleton_rl": ("rl", "skeleton.train.parquet"), "skin_rl": ("rl", "skin.train.parquet"),
-               "dhrcl": ("kodcode", "train.parquet")}
+TRAIN_FILES = {
+    "sft_skeleton": ("sft", "skeleton.train.parquet"),
+    "sft_skin": ("sft", "skin.train.parquet"),
+    "skeleton_rl": ("rl", "skeleton.train.parquet"),
+    "skin_rl": ("rl", "skin.train.parquet"),
+    "dhrcl": ("kodcode", "train.parquet"),
+}
 
 
 def plan_rows(cfg: Mapping, key: str, *, use_files: bool = True) -> tuple[int | None, str]:
@@ -60,16 +73,35 @@ def _rl_flops(P: float, s: Mapping) -> tuple[float, float]:
     return rollout, train
 
 
-def _job(cfg: Mapping, run: str, stage: str, path: str, s: Mapping, model: str, rows_key: str, kind: str,
-         gpu_gb: float | None, use_files: bool = True) -> dict:
+def _job(
+    cfg: Mapping,
+    run: str,
+    stage: str,
+    path: str,
+    s: Mapping,
+    model: str,
+    rows_key: str,
+    kind: str,
+    gpu_gb: float | None,
+    use_files: bool = True,
+) -> dict:
     rows, source = plan_rows(cfg, rows_key, use_files=use_files)
     world = _world(cfg, s)
     steps = step_plan(s, rows, kind=kind, world=world)
     spec = model_spec(cfg, model)
     if model == "base":
         model = cfg["model"]["base"]
-    job: dict[str, Any] = {"run": run, "stage": stage, "section": path, "kind": kind, "model": model,
-                           "params": spec.params if spec else None, "world": world, "rows_source": source, **steps}
+    job: dict[str, Any] = {
+        "run": run,
+        "stage": stage,
+        "section": path,
+        "kind": kind,
+        "model": model,
+        "params": spec.params if spec else None,
+        "world": world,
+        "rows_source": source,
+        **steps,
+    }
     total = steps["total_steps"] or 0
     save_freq = int(s["save_freq"])
     n_saves = saves(total, save_freq)
@@ -139,8 +171,13 @@ def curriculum_plan(cfg: Mapping, run: str) -> dict:
         lens, kind = list(c.forced_schedule), "fixed"
     else:
         lens, kind = [c.max_steps_for(1), c.max_steps_for(2)], "trend (caps)"
-    return {"kind": kind, "stage_lengths": lens, "stage2_by_step": lens[0], "stage3_by_step": lens[0] + lens[1],
-            "total_steps": total}
+    return {
+        "kind": kind,
+        "stage_lengths": lens,
+        "stage2_by_step": lens[0],
+        "stage3_by_step": lens[0] + lens[1],
+        "total_steps": total,
+    }
 
 
 def plan_jobs(cfg: Mapping, *, use_files: bool = True) -> list[dict]:
@@ -162,12 +199,24 @@ def plan_jobs(cfg: Mapping, *, use_files: bool = True) -> list[dict]:
 
         for run, r in plan_runs(cfg).items():
             mcfg = model_cfg(cfg, r["model"], r["variant"])
-            job = _job(mcfg, run, "dhrcl", "dhrcl.training", mcfg["dhrcl"]["training"], r["init"], "dhrcl", "rl",
-                       gpu_gb, use_files)
+            job = _job(
+                mcfg,
+                run,
+                "dhrcl",
+                "dhrcl.training",
+                mcfg["dhrcl"]["training"],
+                r["init"],
+                "dhrcl",
+                "rl",
+                gpu_gb,
+                use_files,
+            )
             if r["model"] is not None:  # the keys this size overrides are changed in its own entry
                 entry = next(m for m in d["models"] if m["name"] == r["model"])
-                job["overrides"] = {"path": f"dhrcl.models[{r['model']}].training",
-                                    "keys": sorted((entry.get("training") or {}).keys())}
+                job["overrides"] = {
+                    "path": f"dhrcl.models[{r['model']}].training",
+                    "keys": sorted((entry.get("training") or {}).keys()),
+                }
             jobs.append(job)
     return jobs
 
@@ -175,8 +224,14 @@ def plan_jobs(cfg: Mapping, *, use_files: bool = True) -> list[dict]:
 # Problems per code-generation benchmark (the published releases the config names); kodcode_heldout comes from
 # the config (budget.expected_rows.dhrcl x data.kodcode.heldout_fraction). LiveCodeBench v6 counts every problem
 # of the release (the configured date window takes fewer): an upper bound.
-EVAL_PROBLEMS = {"humaneval": 164, "humaneval_plus": 164, "mbpp_plus": 378, "bigcodebench_full": 1140,
-                 "bigcodebench_hard": 148, "livecodebench": 1055}
+EVAL_PROBLEMS = {
+    "humaneval": 164,
+    "humaneval_plus": 164,
+    "mbpp_plus": 378,
+    "bigcodebench_full": 1140,
+    "bigcodebench_hard": 148,
+    "livecodebench": 1055,
+}
 DECOMPILE_TASKS = 164 * 4  # per benchmark: 164 functions x 4 optimisation levels (HumanEval- and MBPP-Decompile)
 
 
@@ -196,8 +251,10 @@ def codegen_tokens(cfg: Mapping, gen: Mapping) -> tuple[float, float]:
     sizes = dict(EVAL_PROBLEMS, kodcode_heldout=int(heldout * frac))
     limit = int(gen.get("limit") or 0)
     problems = sum(min(sizes.get(b, 0), limit) if limit else sizes.get(b, 0) for b in gen.get("benchmarks") or [])
-    return (problems * n * int(gen.get("max_new_tokens", 512)),
-            problems * n * int((cfg.get("evaluate") or {}).get("max_prompt_tokens") or 0))
+    return (
+        problems * n * int(gen.get("max_new_tokens", 512)),
+        problems * n * int((cfg.get("evaluate") or {}).get("max_prompt_tokens") or 0),
+    )
 
 
 def plan_eval_jobs(cfg: Mapping) -> list[dict]:
@@ -215,16 +272,21 @@ def plan_eval_jobs(cfg: Mapping) -> list[dict]:
         from codegrpo.verl.dhrcl import plan_runs
 
         runs = plan_runs(cfg)
-        for run in (gen.get("runs") or list(runs)):
+        for run in gen.get("runs") or list(runs):
             r = runs.get(run)
             init = r["init"] if r else d.get("init", "base")
             spec = model_spec(cfg, init)
             if spec:
                 generated, prompts = codegen_tokens(cfg, gen)
-                jobs.append({"job": f"eval_codegen {run}", "model": cfg["model"]["base"] if init == "base" else init,
-                             "memory": eval_memory(spec, ev, int(gen.get("max_new_tokens", 512)), gpu_gb),
-                             "generated_tokens": generated,
-                             "gpu_hours": eval_gpu_hours(spec, generated, prompts, cfg)})
+                jobs.append(
+                    {
+                        "job": f"eval_codegen {run}",
+                        "model": cfg["model"]["base"] if init == "base" else init,
+                        "memory": eval_memory(spec, ev, int(gen.get("max_new_tokens", 512)), gpu_gb),
+                        "generated_tokens": generated,
+                        "gpu_hours": eval_gpu_hours(spec, generated, prompts, cfg),
+                    }
+                )
     dec = ev.get("decompile") or {}
     spec = model_spec(cfg, "base")
     if dec.get("systems") and spec:
@@ -235,8 +297,15 @@ def plan_eval_jobs(cfg: Mapping) -> list[dict]:
             tasks = DECOMPILE_TASKS * benchmarks * phases
             generated = tasks * int(dec.get("max_new_tokens", 512))
             prompts = tasks * int(ev.get("max_prompt_tokens") or 0)
-            jobs.append({"job": f"eval_decompile_system {s['name']}", "model": cfg["model"]["base"], "memory": m,
-                         "generated_tokens": generated, "gpu_hours": eval_gpu_hours(spec, generated, prompts, cfg)})
+            jobs.append(
+                {
+                    "job": f"eval_decompile_system {s['name']}",
+                    "model": cfg["model"]["base"],
+                    "memory": m,
+                    "generated_tokens": generated,
+                    "gpu_hours": eval_gpu_hours(spec, generated, prompts, cfg),
+                }
+            )
     return jobs
 
 
@@ -249,12 +318,23 @@ def build_budget(cfg: Mapping, *, use_files: bool = True) -> dict:
     hours = sum(j.get("gpu_hours") or 0.0 for j in jobs)
     quota = (cfg.get("cluster") or {}).get("scratch_quota")
     evals = plan_eval_jobs(cfg)
-    out = {"device": cfg["device"], "gpu_memory_gb": gpu_gb, "gpu_memory_source": gpu_source,
-           "scratch_quota_gb": quota, "jobs": jobs, "eval_jobs": evals,
-           "totals": {"jobs": len(jobs), "disk_gb": disk, "gpu_hours": hours,
-                      "eval_gpu_hours": sum(e.get("gpu_hours") or 0.0 for e in evals),
-                      "steps": sum(j.get("total_steps") or 0 for j in jobs)},
-           "memory_model": dataclasses.asdict(MEMORY), "throughput_model": dataclasses.asdict(THROUGHPUT)}
+    out = {
+        "device": cfg["device"],
+        "gpu_memory_gb": gpu_gb,
+        "gpu_memory_source": gpu_source,
+        "scratch_quota_gb": quota,
+        "jobs": jobs,
+        "eval_jobs": evals,
+        "totals": {
+            "jobs": len(jobs),
+            "disk_gb": disk,
+            "gpu_hours": hours,
+            "eval_gpu_hours": sum(e.get("gpu_hours") or 0.0 for e in evals),
+            "steps": sum(j.get("total_steps") or 0 for j in jobs),
+        },
+        "memory_model": dataclasses.asdict(MEMORY),
+        "throughput_model": dataclasses.asdict(THROUGHPUT),
+    }
     out["problems"] = budget_problems(out)
     return out
 
@@ -275,19 +355,24 @@ def budget_problems(budget: Mapping) -> list[str]:
                 f"{run}: {j['rows']} training rows ({j['rows_source']}) fill no batch of "
                 f"{_key(j, 'train_batch_size')} = {j['train_batch_size']}"
                 + (f" over {j['world']} GPUs" if j["kind"] == "sft" else "")
-                + f"; lower {_key(j, 'train_batch_size')} to at most {j['rows']} or configure more data")
+                + f"; lower {_key(j, 'train_batch_size')} to at most {j['rows']} or configure more data"
+            )
         m = j.get("memory")
         if m and m.get("fits") is False:
-            hint = (f"set {_key(j, 'gradient_checkpointing')}: true" if not m["gradient_checkpointing"]
-                    else f"lower {_key(j, 'ppo_micro_batch_size_per_gpu')}" if j["kind"] == "rl"
-                    else f"lower {_key(j, 'micro_batch_size_per_gpu')}")
+            hint = (
+                f"set {_key(j, 'gradient_checkpointing')}: true"
+                if not m["gradient_checkpointing"]
+                else f"lower {_key(j, 'ppo_micro_batch_size_per_gpu')}"
+                if j["kind"] == "rl"
+                else f"lower {_key(j, 'micro_batch_size_per_gpu')}"
+            )
             if j["kind"] == "rl" and m.get("rollout_peak_gb", 0) >= m["train_peak_gb"]:
-                hint = (f"lower {_key(j, 'gpu_memory_utilization')} (rollout engine "
-                        f"{m['rollout_engine_gb']:.1f} GB)")
+                hint = f"lower {_key(j, 'gpu_memory_utilization')} (rollout engine {m['rollout_engine_gb']:.1f} GB)"
             problems.append(
                 f"{run}: about {m['peak_gb']:.1f} GB per GPU (training {m['train_peak_gb']:.1f}"
                 + (f", rollout {m['rollout_peak_gb']:.1f}" if "rollout_peak_gb" in m else "")
-                + f") exceeds the GPU's {m['gpu_gb']:.0f} GB ({budget['gpu_memory_source']}); {hint}")
+                + f") exceeds the GPU's {m['gpu_gb']:.0f} GB ({budget['gpu_memory_source']}); {hint}"
+            )
     for e in budget.get("eval_jobs") or []:
         m = e["memory"]
         if m.get("fits") is False:
@@ -295,11 +380,13 @@ def budget_problems(budget: Mapping) -> list[str]:
                 f"{e['job']}: the vLLM engine's KV cache holds {m['kv_cache_tokens']} tokens, less than one "
                 f"sequence of max_model_len {m['max_model_len']} (weights {m['weights_gb']:.1f} GB of the engine's "
                 f"{m['engine_gb']:.1f} GB); raise evaluate.vllm.gpu_memory_utilization or "
-                f"evaluate.vllm.tensor_parallel_size, or lower evaluate.max_prompt_tokens")
+                f"evaluate.vllm.tensor_parallel_size, or lower evaluate.max_prompt_tokens"
+            )
     quota = budget.get("scratch_quota_gb")
     if quota and budget["totals"]["disk_gb"] > float(quota):
         problems.append(
             f"the plan keeps about {budget['totals']['disk_gb']:.0f} GB of checkpoints and exported models, over "
             f"cluster.scratch_quota = {quota} GB; lower max_checkpoints_to_keep of the RL sections (or sft.save_freq"
-            f"), or raise cluster.scratch_quota")
+            f"), or raise cluster.scratch_quota"
+        )
     return problems

@@ -34,8 +34,12 @@ def step_plan(section: Mapping, rows: int | None, *, kind: str, world: int = 1) 
     """Steps per epoch, the epochs verl gets and the total steps of one training job."""
     bs = int(section["train_batch_size"])
     steps = section.get("total_training_steps")
-    out: dict[str, Any] = {"rows": rows, "train_batch_size": bs, "configured_epochs": int(section["total_epochs"]),
-                           "total_training_steps": steps}
+    out: dict[str, Any] = {
+        "rows": rows,
+        "train_batch_size": bs,
+        "configured_epochs": int(section["total_epochs"]),
+        "total_training_steps": steps,
+    }
     if rows is None:
         out.update(batches_per_epoch=None, epochs=None, total_steps=steps, reachable=None)
         return out

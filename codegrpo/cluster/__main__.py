@@ -23,8 +23,11 @@ def ray_check(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m codegrpo.cluster", description=ray_check.__doc__)
-    ap.add_argument("--tasks-as-nodes", action="store_true",
-                    help="one Ray node per SLURM task (test mode on one host; implies --cpu-only)")
+    ap.add_argument(
+        "--tasks-as-nodes",
+        action="store_true",
+        help="one Ray node per SLURM task (test mode on one host; implies --cpu-only)",
+    )
     ap.add_argument("--cpu-only", action="store_true")
     ap.add_argument("--port", type=int, default=0, help="GCS port of the head (0: a random free one)")
     ap.add_argument("--timeout", type=float, default=300.0)
@@ -35,14 +38,28 @@ def ray_check(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     alloc = current_allocation(tasks_as_nodes=args.tasks_as_nodes)
-    print("ALLOCATION " + json.dumps({"job_id": alloc.job_id, "nodes": list(alloc.nodes),
-                                      "nnodes": alloc.nnodes, "gpus_per_node": alloc.gpus_per_node,
-                                      "cpus_per_node": alloc.cpus_per_node}), flush=True)
-    rc = RayCluster(alloc, port=args.port, timeout_s=args.timeout,
-                    cpu_only=args.cpu_only or args.tasks_as_nodes,
-                    temp_root=Path(args.temp_root) if args.temp_root else None,
-                    log_dir=Path(args.log_dir) if args.log_dir else None,
-                    object_store_memory=args.object_store_memory)
+    print(
+        "ALLOCATION "
+        + json.dumps(
+            {
+                "job_id": alloc.job_id,
+                "nodes": list(alloc.nodes),
+                "nnodes": alloc.nnodes,
+                "gpus_per_node": alloc.gpus_per_node,
+                "cpus_per_node": alloc.cpus_per_node,
+            }
+        ),
+        flush=True,
+    )
+    rc = RayCluster(
+        alloc,
+        port=args.port,
+        timeout_s=args.timeout,
+        cpu_only=args.cpu_only or args.tasks_as_nodes,
+        temp_root=Path(args.temp_root) if args.temp_root else None,
+        log_dir=Path(args.log_dir) if args.log_dir else None,
+        object_store_memory=args.object_store_memory,
+    )
     with rc:
         state = probe(rc.address, python=rc.python)  # joins like a driver would: from os.environ
         print("CLUSTER " + json.dumps({"address": rc.address, **state}), flush=True)
@@ -52,7 +69,6 @@ def ray_check(argv: list[str] | None = None) -> int:
     left = leftover_pids(rc.temp_root)
     print("STOPPED " + json.dumps({"leftover_pids": left}), flush=True)
     return 0 if not left else 1
-
 
 
 if __name__ == "__main__":

@@ -34,11 +34,17 @@ def private_paths(root: Path | str) -> dict:
         elif _stat.S_ISREG(st.st_mode):
             files += 1
             files_open += bool(st.st_mode & 0o077)
-    return {"root": str(root), "root_mode": oct(root.stat().st_mode & 0o777),
-            "node_dir_modes": sorted({oct(p.stat().st_mode & 0o777) for p in root.iterdir() if p.is_dir()
-                                      and p.name.startswith("n")}),
-            "sockets": sockets, "sockets_open_to_others": open_to_others, "files": files,
-            "files_open_to_others": files_open}
+    return {
+        "root": str(root),
+        "root_mode": oct(root.stat().st_mode & 0o777),
+        "node_dir_modes": sorted(
+            {oct(p.stat().st_mode & 0o777) for p in root.iterdir() if p.is_dir() and p.name.startswith("n")}
+        ),
+        "sockets": sockets,
+        "sockets_open_to_others": open_to_others,
+        "files": files,
+        "files_open_to_others": files_open,
+    }
 
 
 def leftover_pids(marker: Path | str) -> list[int]:
@@ -112,8 +118,14 @@ def start_probe(address: str, *, python: str = sys.executable, token: str | None
     env = dict(os.environ, RAY_ADDRESS=address)
     if token is not None:
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
-    return subprocess.Popen([python, "-c", _PROBE, address], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+    return subprocess.Popen(
+        [python, "-c", _PROBE, address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
 
 
 def probe_result(address: str, proc: subprocess.Popen) -> dict:
@@ -125,8 +137,7 @@ def probe_result(address: str, proc: subprocess.Popen) -> dict:
     raise ClusterError(f"probe of {address} failed: {stderr.strip()[-500:]}")
 
 
-def probe(address: str, *, timeout_s: float = 60.0, python: str = sys.executable,
-          token: str | None = None) -> dict:
+def probe(address: str, *, timeout_s: float = 60.0, python: str = sys.executable, token: str | None = None) -> dict:
     """State of the Ray cluster at ``address`` (alive nodes, CPUs, GPUs), read in a subprocess.
 
     ``token``: the cluster's authentication token (None: take RAY_AUTH_* from the environment).

@@ -8,7 +8,6 @@ allocation) treats every SLURM *task* as a Ray node: distinct ports and temporar
 The probes that read a running cluster's state are :mod:`codegrpo.cluster.probes`.
 """
 
-
 from __future__ import annotations
 
 import json
@@ -25,13 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegrpo.cluster.slurm import (
-    Allocation,
-    ClusterError,
-    current_allocation,
-    nested_srun_env,
-    step_srun,
-)
+from codegrpo.cluster.slurm import Allocation, ClusterError, current_allocation, nested_srun_env, step_srun
 from codegrpo.cluster.probes import leftover_pids, probe_result, start_probe
 from codegrpo.procgroup import popen_group, stop_group
 
@@ -114,11 +107,11 @@ def head_address(host: str) -> str:
         ip = None
     if ip and not _is_loopback(ip) and ip != "0.0.0.0":
         return ip
-    raise ClusterError(f"no non-loopback address for the Ray head {host} (the resolver gives "
-                       f"{sorted({i[4][0] for i in infos}) or 'nothing'}); map the host name to the node's "
-                       f"network address in /etc/hosts or DNS")
-
-
+    raise ClusterError(
+        f"no non-loopback address for the Ray head {host} (the resolver gives "
+        f"{sorted({i[4][0] for i in infos}) or 'nothing'}); map the host name to the node's "
+        f"network address in /etc/hosts or DNS"
+    )
 
 
 @dataclass
@@ -176,8 +169,7 @@ class RayCluster:
         """
         if self.address is None:
             raise ClusterError("Ray cluster not started")
-        return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token",
-                "RAY_AUTH_TOKEN": self._auth_token}
+        return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self._auth_token}
 
     def _ports_needed(self) -> int:
         """Ports from ``port`` on that this host's Ray node(s) use (GCS, the per-node ports, worker ranges)."""
@@ -210,8 +202,7 @@ class RayCluster:
             nodes.insert(0, nodes.pop(i))
         else:
             raise ClusterError(
-                f"this host ({me}) is not in the allocation {nodes}; the Ray head must run on a "
-                "node of the job"
+                f"this host ({me}) is not in the allocation {nodes}; the Ray head must run on a node of the job"
             )
         return nodes
 
@@ -219,7 +210,10 @@ class RayCluster:
         shift = index * _PORTS_PER_NODE if self.allocation.same_host else 0
         base = self.port + 1 + shift
         cmd = [
-            self.ray_bin, "start", "--block", "--disable-usage-stats",
+            self.ray_bin,
+            "start",
+            "--block",
+            "--disable-usage-stats",
             f"--num-cpus={self.ray_cpus_per_node}",
             f"--num-gpus={self.ray_gpus_per_node}",
             f"--node-manager-port={base}",
@@ -240,8 +234,13 @@ class RayCluster:
         temp_dir = self.temp_root / (f"n{index}" if self.allocation.same_host else "n")
         cmd.append(f"--temp-dir={temp_dir}")
         if index == 0:
-            cmd += ["--head", f"--port={self.port}", f"--node-ip-address={head_ip}",
-                    "--include-dashboard=false", f"--ray-client-server-port={base + 6}"]
+            cmd += [
+                "--head",
+                f"--port={self.port}",
+                f"--node-ip-address={head_ip}",
+                "--include-dashboard=false",
+                f"--ray-client-server-port={base + 6}",
+            ]
         else:
             cmd.append(f"--address={head_ip}:{self.port}")
         return cmd
@@ -257,9 +256,12 @@ class RayCluster:
         head_ip = head_address(hosts[0])
         plans = []
         for i, host in enumerate(hosts):
-            srun = step_srun(host=host, cpus_per_task=self.allocation.cpus_per_node,
-                             gpus_per_node=self.gpus_per_node,
-                             job_name=f"ray-{'head' if i == 0 else f'worker-{i}'}")
+            srun = step_srun(
+                host=host,
+                cpus_per_task=self.allocation.cpus_per_node,
+                gpus_per_node=self.gpus_per_node,
+                job_name=f"ray-{'head' if i == 0 else f'worker-{i}'}",
+            )
             plans.append((host, srun + self._node_cmd(i, head_ip)))
         return plans
 
@@ -274,9 +276,14 @@ class RayCluster:
         self.temp_root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.temp_root.chmod(0o700)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log.info("starting Ray on %d node(s) %s (job %s, %d GPU(s)/node announced), head %s",
-                 len(plans), [h for h, _ in plans], self.allocation.job_id, self.ray_gpus_per_node,
-                 self.address)
+        log.info(
+            "starting Ray on %d node(s) %s (job %s, %d GPU(s)/node announced), head %s",
+            len(plans),
+            [h for h, _ in plans],
+            self.allocation.job_id,
+            self.ray_gpus_per_node,
+            self.address,
+        )
         try:
             for i, (host, cmd) in enumerate(plans):
                 node = _RayNode(i, host, cmd, self.log_dir / f"ray-node{i}-{host}.log")
@@ -301,8 +308,7 @@ class RayCluster:
         for key, value in self.env.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
-        log.info("Ray cluster ready at %s: %d node(s) in %.1fs", self.address, len(plans),
-                 time.monotonic() - t0)
+        log.info("Ray cluster ready at %s: %d node(s) in %.1fs", self.address, len(plans), time.monotonic() - t0)
         return self
 
     def _check_alive(self) -> None:
@@ -346,8 +352,7 @@ class RayCluster:
                         log.debug("probe: %s", exc)
                     else:
                         last = json.dumps(state)
-                        if (state["nodes"] >= n_nodes and state["GPU"] >= want_gpus
-                                and state["CPU"] >= want_cpus):
+                        if state["nodes"] >= n_nodes and state["GPU"] >= want_gpus and state["CPU"] >= want_cpus:
                             return state
                     running = None
                 elif now - probe_started > 60:

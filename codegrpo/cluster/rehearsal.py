@@ -30,25 +30,37 @@ def rehearsal_ray_cluster(cfg: Mapping, section: Mapping, node_resources: Callab
     from codegrpo.cluster import ClusterError, multinode_ray, run_probe_tasks
 
     cl = cfg.get("cluster", {})
-    if (cfg["device"] != "cpu" or not cl.get("rehearsal_tasks_as_nodes") or section.get("import")
-            or int(section.get("nnodes", 1)) < 2):
+    if (
+        cfg["device"] != "cpu"
+        or not cl.get("rehearsal_tasks_as_nodes")
+        or section.get("import")
+        or int(section.get("nnodes", 1)) < 2
+    ):
         yield None
         return
     kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s")) if key in cl}
     n_gpus = int(section.get("n_gpus_per_node", 1))
-    with multinode_ray(tasks_as_nodes=True, cpu_only=True, node_resources=node_resources(n_gpus, 2 * n_gpus + 2),
-                       **kw) as rc:
+    with multinode_ray(
+        tasks_as_nodes=True, cpu_only=True, node_resources=node_resources(n_gpus, 2 * n_gpus + 2), **kw
+    ) as rc:
         if rc is None:
             yield None
             return
         alloc = rc.allocation
         tasks = run_probe_tasks(rc.python)
-        record = {"job_id": alloc.job_id, "ray_nodes": alloc.nnodes, "hosts": list(alloc.nodes),
-                  "expected_nodes": int(section["nnodes"]), "address": rc.address, "tasks": tasks}
-        if (record["ray_nodes"] != record["expected_nodes"]
-                or len({t["node_id"] for t in tasks}) != record["ray_nodes"]):
-            raise ClusterError(f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
-                               f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})")
+        record = {
+            "job_id": alloc.job_id,
+            "ray_nodes": alloc.nnodes,
+            "hosts": list(alloc.nodes),
+            "expected_nodes": int(section["nnodes"]),
+            "address": rc.address,
+            "tasks": tasks,
+        }
+        if record["ray_nodes"] != record["expected_nodes"] or len({t["node_id"] for t in tasks}) != record["ray_nodes"]:
+            raise ClusterError(
+                f"Ray rehearsal: {record['ray_nodes']} Ray nodes, {len(tasks)} tasks ran, "
+                f"expected {record['expected_nodes']} (SLURM job {alloc.job_id})"
+            )
         log.info("Ray rehearsal: %d nodes over SLURM job %s, tasks ran on %s", alloc.nnodes, alloc.job_id, tasks)
         yield {**record, "workers_per_node": n_gpus, "env": {"RAY_ADDRESS": rc.address}}
 
@@ -65,7 +77,9 @@ def write_ray_rehearsal(run_dir: Path, record: dict, workers_file: str) -> dict:
     record["training_workers"] = workers
     record["training_nodes"] = workers["nodes"] if workers else 0
     if record["training_nodes"] != record["ray_nodes"]:
-        raise ClusterError(f"Ray rehearsal: verl's training workers ran on {record['training_nodes']} of the "
-                           f"{record['ray_nodes']} Ray nodes ({workers_path}: {workers})")
+        raise ClusterError(
+            f"Ray rehearsal: verl's training workers ran on {record['training_nodes']} of the "
+            f"{record['ray_nodes']} Ray nodes ({workers_path}: {workers})"
+        )
     write_json(Path(run_dir) / RAY_REHEARSAL_FILE, record)
     return record

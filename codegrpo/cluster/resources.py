@@ -133,7 +133,8 @@ def stage_resources(config: dict, stage: str) -> dict:
     if site_extra and "--exclusive" in site_extra.split():
         raise ResourceError(
             "config: cluster.slurm_extra has --exclusive, which gives every job, CPU jobs included, whole nodes; "
-            "remove it and set cluster.stages.<stage>.exclusive: true for the stages that use whole nodes")
+            "remove it and set cluster.stages.<stage>.exclusive: true for the stages that use whole nodes"
+        )
     exclusive = "--exclusive" if out.pop("exclusive", False) else None
     extra = " ".join(x for x in (site_extra, out.pop("slurm_extra", None), exclusive) if x)
     if extra:

@@ -66,8 +66,17 @@ def parse_sinfo(text: str) -> list[Node]:
         part, name, cpus, mem, gres = fields
         gpus, model = _gres_gpus(gres)
         mem_mb = int(re.sub(r"\D.*$", "", mem) or 0)
-        nodes.append(Node(part.rstrip("*"), name, int(re.sub(r"\D.*$", "", cpus) or 0), mem_mb, gpus, model,
-                          default=part.endswith("*")))
+        nodes.append(
+            Node(
+                part.rstrip("*"),
+                name,
+                int(re.sub(r"\D.*$", "", cpus) or 0),
+                mem_mb,
+                gpus,
+                model,
+                default=part.endswith("*"),
+            )
+        )
     return nodes
 
 
@@ -97,33 +106,47 @@ def check_request(what: str, res: Mapping, nodes: Iterable[Node], *, key: str) -
     where = f"partition {part!r}" if part else "the default partition"
     if not pool:
         known = sorted({n.partition for n in nodes})
-        return [f"{what}: {where} has no nodes in sinfo (partitions: {known}); set cluster.partition / "
-                f"cluster.cpu_partition / {key}.partition"]
+        return [
+            f"{what}: {where} has no nodes in sinfo (partitions: {known}); set cluster.partition / "
+            f"cluster.cpu_partition / {key}.partition"
+        ]
     want_nodes = int(res.get("nodes") or 1)
     tasks = int(res.get("tasks") or 1)
     want_cpus = int(res.get("cpus_per_task") or 1) * (tasks if want_nodes == 1 else 1)
     want_mem = int(res.get("mem_mb") or 0)
     want_gpus, model = _gpu_request(res)
-    fit = [n for n in pool if n.cpus >= want_cpus and n.mem_mb >= want_mem and n.gpus >= want_gpus
-           and (not model or not want_gpus or n.gpu_model == model)]
+    fit = [
+        n
+        for n in pool
+        if n.cpus >= want_cpus
+        and n.mem_mb >= want_mem
+        and n.gpus >= want_gpus
+        and (not model or not want_gpus or n.gpu_model == model)
+    ]
     if len(fit) >= want_nodes:
         return []
     problems = []
     if max(n.cpus for n in pool) < want_cpus:
-        problems.append(f"{want_cpus} CPUs per node (the largest node of {where} has {max(n.cpus for n in pool)}; "
-                        f"{key}.cpus_per_task)")
+        problems.append(
+            f"{want_cpus} CPUs per node (the largest node of {where} has {max(n.cpus for n in pool)}; "
+            f"{key}.cpus_per_task)"
+        )
     if max(n.mem_mb for n in pool) < want_mem:
-        problems.append(f"{want_mem} MB per node (the largest node of {where} has {max(n.mem_mb for n in pool)} MB; "
-                        f"{key}.mem_mb)")
+        problems.append(
+            f"{want_mem} MB per node (the largest node of {where} has {max(n.mem_mb for n in pool)} MB; {key}.mem_mb)"
+        )
     if want_gpus and max(n.gpus for n in pool) < want_gpus:
-        problems.append(f"{want_gpus} GPUs per node (the most on a node of {where} is {max(n.gpus for n in pool)}; "
-                        f"the stage's n_gpus_per_node, or {key}.gpu)")
+        problems.append(
+            f"{want_gpus} GPUs per node (the most on a node of {where} is {max(n.gpus for n in pool)}; "
+            f"the stage's n_gpus_per_node, or {key}.gpu)"
+        )
     if model and want_gpus and not any(n.gpu_model == model for n in pool):
         models = sorted({n.gpu_model for n in pool if n.gpu_model})
         problems.append(f"GPU model {model!r} (models in {where}: {models}; cluster.gpu_model)")
     if not problems:
-        problems.append(f"{want_nodes} nodes that each fit the request, but {where} has {len(fit)} "
-                        f"(the stage's nnodes)")
+        problems.append(
+            f"{want_nodes} nodes that each fit the request, but {where} has {len(fit)} (the stage's nnodes)"
+        )
     return [f"{what} asks for " + "; ".join(problems) + ", so SLURM could never schedule it"]
 
 
@@ -134,8 +157,7 @@ def check_config(cfg: Mapping, nodes: Iterable[Node], stages: Iterable[str] = ST
     for stage in stages:
         if stage not in ("data", "tables", "evaluate", "smoke") and stage not in cfg:
             continue
-        out += check_request(f"stage {stage}", stage_resources(dict(cfg), stage), nodes,
-                             key=f"cluster.stages.{stage}")
+        out += check_request(f"stage {stage}", stage_resources(dict(cfg), stage), nodes, key=f"cluster.stages.{stage}")
     return out
 
 
@@ -173,8 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     problems = check_config(cfg, nodes)
     for p in problems:
         print("PROBLEM " + p)
-    print(f"{len(nodes)} node entries checked; " + ("every stage fits" if not problems else f"{len(problems)} "
-                                                    "stage(s) cannot be scheduled"))
+    print(
+        f"{len(nodes)} node entries checked; "
+        + ("every stage fits" if not problems else f"{len(problems)} stage(s) cannot be scheduled")
+    )
     return 1 if problems else 0
 
 

@@ -8,7 +8,6 @@
 Nothing here imports Snakemake, Ray or verl.
 """
 
-
 from __future__ import annotations
 
 import logging
@@ -85,13 +84,10 @@ def expand_hostlist(hostlist: str, *, use_scontrol: bool = True) -> list[str]:
     if not hostlist or not hostlist.strip():
         raise ClusterError("empty SLURM host list")
     if use_scontrol and shutil.which("scontrol"):
-        proc = subprocess.run(
-            ["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True, timeout=60
-        )
+        proc = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True, timeout=60)
         if proc.returncode == 0 and proc.stdout.strip():
             return proc.stdout.split()
-        log.warning("scontrol show hostnames %r failed (%s); using the built-in parser",
-                    hostlist, proc.stderr.strip())
+        log.warning("scontrol show hostnames %r failed (%s); using the built-in parser", hostlist, proc.stderr.strip())
     return _expand_hostlist_py(hostlist)
 
 
@@ -167,17 +163,14 @@ def _gpu_count(tres: str) -> int | None:
 def _job_record(job_id: str) -> dict[str, str] | None:
     if not shutil.which("scontrol"):
         return None
-    proc = subprocess.run(
-        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         log.warning("scontrol show job %s failed: %s", job_id, proc.stderr.strip())
         return None
     return parse_job_record(proc.stdout)
 
 
-def allocation_from(env: dict[str, str], record: dict[str, str] | None,
-                    *, tasks_as_nodes: bool = False) -> Allocation:
+def allocation_from(env: dict[str, str], record: dict[str, str] | None, *, tasks_as_nodes: bool = False) -> Allocation:
     """Build the :class:`Allocation` from the job environment and its ``scontrol`` record.
 
     The record wins where both exist: inside a job *step* (where the rule's code runs under the
@@ -254,8 +247,9 @@ def nested_srun_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     (``SLURM_NTASKS``, ``SLURM_MEM_PER_CPU``, ``SLURM_CPUS_PER_TASK``, ``SRUN_*`` ...) goes, so it cannot
     contradict the new step's own flags (e.g. ``--mem`` with an inherited ``SLURM_MEM_PER_CPU`` is an error)."""
     environ = os.environ if environ is None else environ
-    return {k: v for k, v in environ.items()
-            if not (k.startswith(("SLURM_", "SRUN_", "SBATCH_")) and k not in _KEEP_SLURM)}
+    return {
+        k: v for k, v in environ.items() if not (k.startswith(("SLURM_", "SRUN_", "SBATCH_")) and k not in _KEEP_SLURM)
+    }
 
 
 def unset_prefix(environ: dict[str, str] | None = None) -> list[str]:
@@ -266,8 +260,16 @@ def unset_prefix(environ: dict[str, str] | None = None) -> list[str]:
     return ["env", *[x for k in drop for x in ("-u", k)]] if drop else []
 
 
-def step_srun(*, nodes: int = 1, ntasks: int = 1, ntasks_per_node: int | None = None, host: str | None = None,
-              cpus_per_task: int | None = None, gpus_per_node: int = 0, job_name: str | None = None) -> list[str]:
+def step_srun(
+    *,
+    nodes: int = 1,
+    ntasks: int = 1,
+    ntasks_per_node: int | None = None,
+    host: str | None = None,
+    cpus_per_task: int | None = None,
+    gpus_per_node: int = 0,
+    job_name: str | None = None,
+) -> list[str]:
     """``srun`` flags of a job step started from inside the rule's own job step (Ray nodes, multi-node torchrun).
 
     * ``--overlap``: the Snakemake job step already holds the node's CPUs; without it the new step waits for them

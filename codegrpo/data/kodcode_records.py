@@ -1,6 +1,5 @@
 """KodCode records: the training prompt, record parsing and the JSON / JSONL readers (codegrpo.data.kodcode)."""
 
-
 from __future__ import annotations
 
 from codegrpo.contracts import parse_python
@@ -11,12 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from codegrpo.contracts import KODCODE
-from codegrpo.data.ingest import (
-    DataError,
-    Reject,
-    check_text,
-    iter_raw_lines,
-)
+from codegrpo.data.ingest import DataError, Reject, check_text, iter_raw_lines
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +27,9 @@ PROMPT_TEMPLATE = (
 )
 
 
-def build_prompt(question: str, test_info: list[dict] | None, entry_points: list[str],
-                 tests_import: bool = True) -> str:
+def build_prompt(
+    question: str, test_info: list[dict] | None, entry_points: list[str], tests_import: bool = True
+) -> str:
     decls = [t.get("function_declaration") for t in (test_info or []) if t.get("function_declaration")]
     if decls:
         contract = "Your code must define:\n" + "\n".join(d.strip() for d in decls)
@@ -124,15 +119,26 @@ def parse_kodcode_record(obj) -> dict:
             used = used_names(test_code)
             entry_points = [n for n in top_level_names(solution) if n in used and n not in test_defs]
     if not entry_points:
-        raise Filtered("no entry point: test_info is null and the tests use no name of the reference solution "
-                       "that they do not define themselves", kind="no entry point")
+        raise Filtered(
+            "no entry point: test_info is null and the tests use no name of the reference solution "
+            "that they do not define themselves",
+            kind="no entry point",
+        )
     own = [n for n in entry_points if n in test_defs]
     if own and not imports_solution(test_code):
-        raise Filtered(f"the tests define the entry point(s) {own} themselves, so they cannot check an answer",
-                       kind="tests define the entry point")
-    return {"question_id": qid, "question": question, "solution": solution, "test_code": test_code,
-            "entry_points": entry_points, "tests_import_solution": imports_solution(test_code),
-            "prompt": build_prompt(question, test_info, entry_points, imports_solution(test_code))}
+        raise Filtered(
+            f"the tests define the entry point(s) {own} themselves, so they cannot check an answer",
+            kind="tests define the entry point",
+        )
+    return {
+        "question_id": qid,
+        "question": question,
+        "solution": solution,
+        "test_code": test_code,
+        "entry_points": entry_points,
+        "tests_import_solution": imports_solution(test_code),
+        "prompt": build_prompt(question, test_info, entry_points, imports_solution(test_code)),
+    }
 
 
 def iter_json_array(path: Path) -> Iterator[tuple[int, object]]:
@@ -141,7 +147,9 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, object]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DataError(path, raw[: exc.start].count(b"\n") + 1, "(file)", f"not valid UTF-8 (byte {exc.start})") from None
+        raise DataError(
+            path, raw[: exc.start].count(b"\n") + 1, "(file)", f"not valid UTF-8 (byte {exc.start})"
+        ) from None
     dec = json.JSONDecoder()
     n = len(text)
 

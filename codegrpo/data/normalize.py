@@ -144,9 +144,7 @@ def body_line_count(code: str) -> int | None:
 def clang_format(code: str, exe: str, timeout: float, style: str = "Google") -> str:
     """Format ``code`` read from stdin (as the reference does); raise ClangFormatError on failure/timeout."""
     try:
-        proc = subprocess.run(
-            [exe, f"--style={style}"], input=code, text=True, capture_output=True, timeout=timeout
-        )
+        proc = subprocess.run([exe, f"--style={style}"], input=code, text=True, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise ClangFormatError(f"clang-format timed out after {timeout} s") from None
     if proc.returncode != 0:
@@ -209,8 +207,12 @@ def normalize_records(
         )
         if norm is None:
             dropped.append(
-                {"id": rec["id"], "source_file": rec["source_file"], "source_line": rec["source_line"],
-                 "reason": reason}
+                {
+                    "id": rec["id"],
+                    "source_file": rec["source_file"],
+                    "source_line": rec["source_line"],
+                    "reason": reason,
+                }
             )
             continue
         kept.append(dict(rec, input=norm, input_raw=rec["input"]))
@@ -219,10 +221,16 @@ def normalize_records(
         key = d["reason"].split(":")[0] if "clang-format" in d["reason"] else _reason_kind(d["reason"])
         by_reason[key] = by_reason.get(key, 0) + 1
     elapsed = time.monotonic() - t0
-    summary.update({"kept": len(kept), "dropped": len(dropped), "dropped_by_reason": by_reason,
-                    "seconds": round(elapsed, 3)})
-    log.info("normalize: %d in, %d kept, %d dropped (%.1f rec/s)", len(records), len(kept), len(dropped),
-             len(records) / elapsed if elapsed > 0 else 0.0)
+    summary.update(
+        {"kept": len(kept), "dropped": len(dropped), "dropped_by_reason": by_reason, "seconds": round(elapsed, 3)}
+    )
+    log.info(
+        "normalize: %d in, %d kept, %d dropped (%.1f rec/s)",
+        len(records),
+        len(kept),
+        len(dropped),
+        len(records) / elapsed if elapsed > 0 else 0.0,
+    )
     return kept, dropped, summary
 
 

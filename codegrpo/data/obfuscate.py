@@ -33,10 +33,28 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 # Names that are part of the language environment rather than of the program: kept even when the
 # pseudo-code does not show them (tree-sitter already parses NULL/true/false/TRUE/FALSE as literals and
 # the fixed-width integer types as primitive types).
-ALWAYS_KEEP = frozenset({
-    "main", "stdin", "stdout", "stderr", "errno", "EOF", "FILE", "va_list", "va_start", "va_end", "va_arg",
-    "sizeof", "offsetof", "assert", "__func__", "__FUNCTION__", "__LINE__", "__FILE__",
-})
+ALWAYS_KEEP = frozenset(
+    {
+        "main",
+        "stdin",
+        "stdout",
+        "stderr",
+        "errno",
+        "EOF",
+        "FILE",
+        "va_list",
+        "va_start",
+        "va_end",
+        "va_arg",
+        "sizeof",
+        "offsetof",
+        "assert",
+        "__func__",
+        "__FUNCTION__",
+        "__LINE__",
+        "__FILE__",
+    }
+)
 
 
 STANDARD_C_FILE = Path(__file__).with_name("resources") / "standard_c.txt"
@@ -84,8 +102,12 @@ def obfuscate(source: str, keep: set[str] | frozenset[str] = frozenset()) -> tup
     for start, end, kind, name in nodes:
         # a standard C name stays as a function or variable, not as a struct member (`level.time`: the
         # reference IR of norm2code-examples line 7 has `var4.field4`)
-        if (name in keep or name in ALWAYS_KEEP or PLACEHOLDER.match(name)
-                or (name in standard and kind in ("func", "var"))):
+        if (
+            name in keep
+            or name in ALWAYS_KEEP
+            or PLACEHOLDER.match(name)
+            or (name in standard and kind in ("func", "var"))
+        ):
             continue
         space = "ordinary" if kind in ("func", "var") else kind
         key = (space, name)
@@ -123,9 +145,12 @@ def agreement(ir: str, reference: str) -> dict:
     a, b = tokens(ir), tokens(reference)
     ph_a = [t for t in a if PLACEHOLDER.match(t)]
     ph_b = [t for t in b if PLACEHOLDER.match(t)]
-    return {"token_ratio": difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(), "exact": a == b,
-            "placeholders_equal": ph_a == ph_b,
-            "placeholder_ratio": difflib.SequenceMatcher(None, ph_a, ph_b, autojunk=False).ratio()}
+    return {
+        "token_ratio": difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(),
+        "exact": a == b,
+        "placeholders_equal": ph_a == ph_b,
+        "placeholder_ratio": difflib.SequenceMatcher(None, ph_a, ph_b, autojunk=False).ratio(),
+    }
 
 
 def measure_norm2code(path, lines=None) -> dict:
@@ -150,10 +175,14 @@ def measure_norm2code(path, lines=None) -> dict:
             per.append(agreement(ir, ref))
             rt += roundtrip(ref)
     n = len(per)
-    return {"pairs": n, "roundtrip": rt, "exact": sum(p["exact"] for p in per),
-            "placeholders_equal": sum(p["placeholders_equal"] for p in per),
-            "mean_token_ratio": round(sum(p["token_ratio"] for p in per) / n, 4) if n else None,
-            "mean_placeholder_ratio": round(sum(p["placeholder_ratio"] for p in per) / n, 4) if n else None}
+    return {
+        "pairs": n,
+        "roundtrip": rt,
+        "exact": sum(p["exact"] for p in per),
+        "placeholders_equal": sum(p["placeholders_equal"] for p in per),
+        "mean_token_ratio": round(sum(p["token_ratio"] for p in per) / n, 4) if n else None,
+        "mean_placeholder_ratio": round(sum(p["placeholder_ratio"] for p in per) / n, 4) if n else None,
+    }
 
 
 _PH_ANY = re.compile(r"\b(func|type|var|field)(\d+)\b")

@@ -38,15 +38,26 @@ REWARD_MODEL_TYPE = pa.struct([("style", pa.string()), ("ground_truth", pa.strin
 
 EXTRA_INFO_TYPES = {
     "skeleton": pa.struct(
-        [("index", pa.int64()), ("split", pa.string()), ("dataset", pa.string()), ("header", pa.string()),
-         ("header_status", pa.string())]
+        [
+            ("index", pa.int64()),
+            ("split", pa.string()),
+            ("dataset", pa.string()),
+            ("header", pa.string()),
+            ("header_status", pa.string()),
+        ]
     ),
     "skin": pa.struct([("index", pa.int64()), ("split", pa.string()), ("dataset", pa.string())]),
     "kodcode": pa.struct(
-        [("index", pa.int64()), ("split", pa.string()), ("question_id", pa.string()),
-         ("reference_solution", pa.string()), ("test_code", pa.string()),
-         ("entry_points", pa.list_(pa.string())), ("tests_import_solution", pa.bool_()),
-         ("question", pa.string())]  # the reward model's user turn (DHRCL baseline_acecoder)
+        [
+            ("index", pa.int64()),
+            ("split", pa.string()),
+            ("question_id", pa.string()),
+            ("reference_solution", pa.string()),
+            ("test_code", pa.string()),
+            ("entry_points", pa.list_(pa.string())),
+            ("tests_import_solution", pa.bool_()),
+            ("question", pa.string()),
+        ]  # the reward model's user turn (DHRCL baseline_acecoder)
     ),
 }
 
@@ -55,8 +66,13 @@ SFT_SCHEMA = pa.schema([("prompt", pa.string()), ("response", pa.string())])
 
 def rl_schema(kind: str) -> pa.Schema:
     return pa.schema(
-        [("data_source", pa.string()), ("prompt", PROMPT_TYPE), ("ability", pa.string()),
-         ("reward_model", REWARD_MODEL_TYPE), ("extra_info", EXTRA_INFO_TYPES[kind])]
+        [
+            ("data_source", pa.string()),
+            ("prompt", PROMPT_TYPE),
+            ("ability", pa.string()),
+            ("reward_model", REWARD_MODEL_TYPE),
+            ("extra_info", EXTRA_INFO_TYPES[kind]),
+        ]
     )
 
 
@@ -176,7 +192,12 @@ def write_stage_parquets(
     with atomic_group():  # the train/val pair appears together or not at all
         write_table(parts["train"], schema, train_path)
         write_table(parts["val"], schema, val_path)
-    summary = {"stage": stage, "role": role, "train": len(parts["train"]), "val": len(parts["val"]),
-               "sources": list(record_files)}
+    summary = {
+        "stage": stage,
+        "role": role,
+        "train": len(parts["train"]),
+        "val": len(parts["val"]),
+        "sources": list(record_files),
+    }
     log.info("%s %s parquet: %d train, %d val", stage, role, summary["train"], summary["val"])
     return summary

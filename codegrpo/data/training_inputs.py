@@ -33,8 +33,9 @@ def check_parquet(files, kind: str) -> int:
         need = ["prompt", "response"] if kind == "sft" else ["data_source", "prompt", "reward_model"]
         missing = [c for c in need if c not in df.columns]
         if missing:
-            raise TrainingInputError(f"{path}: missing column(s) {missing} for {kind} training; "
-                                     f"columns are {list(df.columns)}")
+            raise TrainingInputError(
+                f"{path}: missing column(s) {missing} for {kind} training; columns are {list(df.columns)}"
+            )
         if df.empty:
             raise TrainingInputError(f"{path}: no rows")
         for i, row in enumerate(df.itertuples(index=False)):
@@ -45,8 +46,13 @@ def check_parquet(files, kind: str) -> int:
                         raise TrainingInputError(f"{where}: field {col!r} must be a non-empty string")
                 continue
             msgs = row.prompt
-            if msgs is None or len(msgs) == 0 or any(
-                    not isinstance(m, dict) or not isinstance(m.get("content"), str) or "role" not in m for m in msgs):
+            if (
+                msgs is None
+                or len(msgs) == 0
+                or any(
+                    not isinstance(m, dict) or not isinstance(m.get("content"), str) or "role" not in m for m in msgs
+                )
+            ):
                 raise TrainingInputError(f"{where}: field 'prompt' must be a list of {{role, content}} messages")
             rm = row.reward_model
             if not isinstance(rm, dict) or "ground_truth" not in rm:

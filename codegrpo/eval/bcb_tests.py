@@ -78,7 +78,7 @@ def rename_tests(test_code: str) -> tuple[str, dict[str, str]]:
 
 def _failing_assertion(rng: random.Random) -> ast.stmt:
     """One of a few ordinary-looking assertions that always fail, with random values."""
-    a = rng.randint(2, 10 ** 6)
+    a = rng.randint(2, 10**6)
     word = secrets.token_hex(rng.randint(2, 6))
     forms = [
         f"self.assertEqual(len({word!r}), {len(word) + rng.randint(1, 9)})",
@@ -90,8 +90,9 @@ def _failing_assertion(rng: random.Random) -> ast.stmt:
     return parse_python(rng.choice(forms)).body[0]
 
 
-def add_canary(test_code: str, name: str, rng: random.Random | None = None,
-               clone_from: set[str] | None = None) -> str | None:
+def add_canary(
+    test_code: str, name: str, rng: random.Random | None = None, clone_from: set[str] | None = None
+) -> str | None:
     """``test_code`` with a canary method ``name`` in ``TestCases``: a clone of a random real test (one of
     ``clone_from`` when given) whose body is wrapped in ``try``/``finally`` with a failing assertion, inserted
     before a random method (or after the last). None when the file does not allow it (no class, no test to clone,
@@ -110,8 +111,9 @@ def add_canary(test_code: str, name: str, rng: random.Random | None = None,
     twin = copy.deepcopy(rng.choice(real))
     twin.name = name
     # a skipped or expected-to-fail clone would not be reported as failed: drop those decorators (it fails anyway)
-    twin.decorator_list = [dec for dec in twin.decorator_list
-                           if not any(w in ast.unparse(dec) for w in ("skip", "expectedFailure"))]
+    twin.decorator_list = [
+        dec for dec in twin.decorator_list if not any(w in ast.unparse(dec) for w in ("skip", "expectedFailure"))
+    ]
     twin.body = [ast.Try(body=twin.body, handlers=[], orelse=[], finalbody=[_failing_assertion(rng)])]
     methods = [f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
     at = rng.randrange(len(methods) + 1)

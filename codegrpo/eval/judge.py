@@ -136,9 +136,12 @@ class Judge:
         if client is None:
             import openai
 
-            client = openai.OpenAI(base_url=settings.base_url,
-                                   api_key=os.environ.get(settings.api_key_env, "") or "none",
-                                   timeout=settings.timeout_s, max_retries=0)
+            client = openai.OpenAI(
+                base_url=settings.base_url,
+                api_key=os.environ.get(settings.api_key_env, "") or "none",
+                timeout=settings.timeout_s,
+                max_retries=0,
+            )
         self.client = client
         self.requests = 0
 
@@ -151,11 +154,19 @@ class Judge:
             try:
                 self.requests += 1
                 resp = self.client.chat.completions.create(
-                    model=s.model, messages=[{"role": "user", "content": prompt}],
-                    temperature=s.temperature, max_tokens=s.max_tokens, **s.extra)
+                    model=s.model,
+                    messages=[{"role": "user", "content": prompt}],
+                    temperature=s.temperature,
+                    max_tokens=s.max_tokens,
+                    **s.extra,
+                )
                 return resp.choices[0].message.content or ""
-            except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                    openai.InternalServerError) as exc:
+            except (
+                openai.APITimeoutError,
+                openai.APIConnectionError,
+                openai.RateLimitError,
+                openai.InternalServerError,
+            ) as exc:
                 err = exc
             except openai.APIStatusError as exc:
                 if exc.status_code not in (408, 409):
@@ -196,9 +207,16 @@ class Judge:
             self.cache.save()
 
 
-def run_judge(result_path: str | os.PathLike, data_path: str | os.PathLike, out_path: str | os.PathLike, *,
-              settings: JudgeSettings, cfg: Mapping | None = None, client=None,
-              cache_dir: str | os.PathLike | None = None) -> dict:
+def run_judge(
+    result_path: str | os.PathLike,
+    data_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    settings: JudgeSettings,
+    cfg: Mapping | None = None,
+    client=None,
+    cache_dir: str | os.PathLike | None = None,
+) -> dict:
     """Judge the outputs recorded in one re-executability result file; write per-level mean scores."""
     from codegrpo.eval import provenance
     from codegrpo.eval.decompile import LEVELS, load_eval_set, split_includes
@@ -225,16 +243,31 @@ def run_judge(result_path: str | os.PathLike, data_path: str | os.PathLike, out_
         records.append({"task_id": task_id, "opt": opt, **a})
     scores = {lv: sum(v) / len(v) for lv, v in by_level.items()}
     result = {
-        "kind": "judge", "benchmark": res.get("benchmark"), "system": res.get("system"), "label": res.get("label"),
-        "judge_model": settings.model, "judge_endpoint": settings.base_url,
-        "prompt": str(settings.prompt_path or DEFAULT_PROMPT), "source_result": str(result_path),
-        "levels": [lv for lv in LEVELS if lv in scores], "judge": scores,
+        "kind": "judge",
+        "benchmark": res.get("benchmark"),
+        "system": res.get("system"),
+        "label": res.get("label"),
+        "judge_model": settings.model,
+        "judge_endpoint": settings.base_url,
+        "prompt": str(settings.prompt_path or DEFAULT_PROMPT),
+        "source_result": str(result_path),
+        "levels": [lv for lv in LEVELS if lv in scores],
+        "judge": scores,
         "judge_avg": sum(scores.values()) / len(scores) if scores else 0.0,
-        "unparsed": sum(not a["parsed"] for a in answers), "requests": judge.requests,
+        "unparsed": sum(not a["parsed"] for a in answers),
+        "requests": judge.requests,
         "cached": sum(a["cached"] for a in answers),
-        "provenance": provenance(settings.model, dict(cfg or {})), "records": records,
+        "provenance": provenance(settings.model, dict(cfg or {})),
+        "records": records,
     }
     write_json(out_path, result)
-    log.info("judge %s: avg %.2f over %d outputs (%d cached, %d requests, %d unparsed)", res.get("system"),
-             result["judge_avg"], len(answers), result["cached"], judge.requests, result["unparsed"])
+    log.info(
+        "judge %s: avg %.2f over %d outputs (%d cached, %d requests, %d unparsed)",
+        res.get("system"),
+        result["judge_avg"],
+        len(answers),
+        result["cached"],
+        judge.requests,
+        result["unparsed"],
+    )
     return result

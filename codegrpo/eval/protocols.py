@@ -38,7 +38,7 @@ PROTOCOLS = ("custom", *CODEGEN_PROTOCOLS)
 def apply_codegen_protocol(cfg: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Replace ``evaluate.codegen``'s sampling and LiveCodeBench-window keys by the named protocol's values, in
     place (``custom``: nothing changes). A protocol whose benchmarks are not all configured is an error."""
-    gen = ((cfg.get("evaluate") or {}).get("codegen"))
+    gen = (cfg.get("evaluate") or {}).get("codegen")
     if not isinstance(gen, MutableMapping):
         return cfg
     name = gen.get("protocol") or "custom"
@@ -49,8 +49,10 @@ def apply_codegen_protocol(cfg: MutableMapping[str, Any]) -> MutableMapping[str,
     proto = CODEGEN_PROTOCOLS[name]
     missing = [b for b in proto["requires"] if b not in (gen.get("benchmarks") or [])]
     if missing:
-        raise ValueError(f"evaluate.codegen.protocol {name}: evaluate.codegen.benchmarks lacks {missing} (the "
-                         f"protocol's benchmarks: {proto['requires']}); add them or use protocol custom")
+        raise ValueError(
+            f"evaluate.codegen.protocol {name}: evaluate.codegen.benchmarks lacks {missing} (the "
+            f"protocol's benchmarks: {proto['requires']}); add them or use protocol custom"
+        )
     gen.update({k: (list(v) if isinstance(v, list) else v) for k, v in proto["settings"].items()})
     lcb = gen.get("livecodebench")
     if isinstance(lcb, MutableMapping):
@@ -64,8 +66,12 @@ def describe(protocol: str | None, sampling: dict | None, ks, window=None, split
     """One table note: the protocol and every value it evaluated with."""
     s = sampling or {}
     name = protocol or "custom"
-    parts = [f"temperature {s.get('temperature')}", f"top_p {s.get('top_p')}", f"{s.get('n')} samples per problem",
-             "pass@" + "/".join(str(k) for k in (ks or [])) + " by the unbiased estimator (Chen et al., 2021)"]
+    parts = [
+        f"temperature {s.get('temperature')}",
+        f"top_p {s.get('top_p')}",
+        f"{s.get('n')} samples per problem",
+        "pass@" + "/".join(str(k) for k in (ks or [])) + " by the unbiased estimator (Chen et al., 2021)",
+    ]
     if s.get("max_new_tokens") is not None:
         parts.append(f"max {s['max_new_tokens']} new tokens")
     if window:

@@ -47,8 +47,8 @@ def _poly(xs, x):
 
 
 def _surface_area(base_edge, height):  # MBPP+ task 581's oracle (a pyramid's surface, rounded)
-    slant = math.sqrt((base_edge / 2) ** 2 + height ** 2)
-    return round(base_edge ** 2 + 2 * base_edge * slant)
+    slant = math.sqrt((base_edge / 2) ** 2 + height**2)
+    return round(base_edge**2 + 2 * base_edge * slant)
 
 
 def _digit_distance(a, b):  # MBPP+ task 558's oracle (digits aligned by zero padding)
@@ -143,9 +143,12 @@ def always_equal_classes(src: str) -> list[str]:
             if returns and all(isinstance(r.value, ast.Constant) and r.value.value is want for r in returns):
                 found.append(cls.name)  # every return is the constant (an early ``if self is other`` is fine)
         for st in cls.body:  # __eq__ = lambda *a: True
-            if (isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__")
-                                                   for t in st.targets)
-                    and isinstance(st.value, ast.Lambda) and isinstance(st.value.body, ast.Constant)
-                    and isinstance(st.value.body.value, bool)):
+            if (
+                isinstance(st, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__") for t in st.targets)
+                and isinstance(st.value, ast.Lambda)
+                and isinstance(st.value.body, ast.Constant)
+                and isinstance(st.value.body.value, bool)
+            ):
                 found.append(cls.name)
     return sorted(set(found))

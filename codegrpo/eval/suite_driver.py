@@ -165,8 +165,9 @@ def _connect(rpc, sock_fd: int, limit: float):
     if "hello" not in first:
         err = first.get("import_error")
         if not isinstance(err, str):  # counted: the solution's side wrote into the socket itself
-            return None, _short(rpc.ProtocolError("the solution's first message is neither its names nor its "
-                                                  "import error"))
+            return None, _short(
+                rpc.ProtocolError("the solution's first message is neither its names nor its import error")
+            )
         return None, err
     try:
         return rpc.solution_module(ep, first), None
@@ -209,8 +210,14 @@ def _r_evalplus(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
                 _clear()
                 ok = evalplus_match(task, inp, out, expected[part][i])
             except _Timeout:
-                status, err = "timeout", (f"input {i}: the part's time limit {task['part_timeout'][part]:.2f} s"
-                                          if part_bound else f"input {i}: time limit {limits[i]:.2f} s")
+                status, err = (
+                    "timeout",
+                    (
+                        f"input {i}: the part's time limit {task['part_timeout'][part]:.2f} s"
+                        if part_bound
+                        else f"input {i}: time limit {limits[i]:.2f} s"
+                    ),
+                )
                 break
             except BaseException as exc:  # noqa: BLE001
                 _clear()
@@ -356,17 +363,22 @@ def _r_bcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
         res["trace"] = str(r.get("trace"))[-1000:]
         return res
     if always_equal_classes(task["program"]):
-        res.update(executed=False, hack="always_equal",
-                   error="harness guard fired: always_equal (" + ", ".join(always_equal_classes(task["program"]))
-                   + ")")
+        res.update(
+            executed=False,
+            hack="always_equal",
+            error="harness guard fired: always_equal (" + ", ".join(always_equal_classes(task["program"])) + ")",
+        )
         return res
     eq = r.get("always_equal")
     if type(eq) is not list:
         res["error"] = "no account of the tests"
         return res
     if eq:  # a class with an always-true __eq__ (or always-false __ne__) was alive in the candidate's process
-        res.update(executed=False, hack="always_equal",
-                   error="harness guard fired: always_equal (" + ", ".join(str(x) for x in eq)[:200] + ")")
+        res.update(
+            executed=False,
+            hack="always_equal",
+            error="harness guard fired: always_equal (" + ", ".join(str(x) for x in eq)[:200] + ")",
+        )
         return res
     ran = [n for n in r["ran"] if type(n) is str]
     failed = {k: str(v)[-600:] for k, v in r["failed"].items() if type(k) is str}

@@ -29,8 +29,19 @@ the package re-exports the public names.
 
 from __future__ import annotations
 
-from codegrpo.hub.cache import (OFFLINE_VARS, HubError, cache_home, dataset_cached, dataset_files_cached,
-                                datasets_cache, hub_cache, job_env, model_cached, url_cache, url_path)
+from codegrpo.hub.cache import (
+    OFFLINE_VARS,
+    HubError,
+    cache_home,
+    dataset_cached,
+    dataset_files_cached,
+    datasets_cache,
+    hub_cache,
+    job_env,
+    model_cached,
+    url_cache,
+    url_path,
+)
 from codegrpo.hub.fetch import download, fetch_url, missing, prefetch
 from codegrpo.hub.refs import hub_refs, is_hub_id, url_sources
 

@@ -22,8 +22,11 @@ def cache_home(cfg: Mapping, environ: Mapping[str, str] | None = None) -> Path:
     """``HF_HOME`` of the run: ``hub.cache_dir``, else the environment's ``HF_HOME``, else ~/.cache/huggingface."""
     environ = os.environ if environ is None else environ
     configured = (cfg.get("hub") or {}).get("cache_dir")
-    home = configured or environ.get("HF_HOME") or os.path.join(
-        environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+    home = (
+        configured
+        or environ.get("HF_HOME")
+        or os.path.join(environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+    )
     return Path(os.path.expanduser(home)).absolute()
 
 
@@ -76,8 +79,7 @@ def model_cached(repo_id: str, cache: Path | str, revision: str | None = None) -
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(cache),
-                                       revision=revision)
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(cache), revision=revision)
     except Exception:  # noqa: BLE001 - an id the hub would reject is not in the cache either
         return False
     return isinstance(found, str)
@@ -88,8 +90,10 @@ def dataset_files_cached(repo_id: str, files: list[str], cache: Path | str) -> b
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        return all(isinstance(try_to_load_from_cache(repo_id, f, cache_dir=str(cache), repo_type="dataset"), str)
-                   for f in files)
+        return all(
+            isinstance(try_to_load_from_cache(repo_id, f, cache_dir=str(cache), repo_type="dataset"), str)
+            for f in files
+        )
     except Exception:  # noqa: BLE001
         return False
 

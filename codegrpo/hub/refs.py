@@ -89,7 +89,7 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple]]:
         models.append(("embedding.server_model_path", emb["server_model_path"]))
     if emb.get("local_model_path"):  # the in-process backend loads it with local_files_only
         models.append(("embedding.local_model_path", emb["local_model_path"]))
-    ev_emb = (((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding") or {})
+    ev_emb = ((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding") or {}
     if ev_emb.get("local_model_path"):
         models.append(("evaluate.decompile.embedding.local_model_path", ev_emb["local_model_path"]))
     hub = cfg.get("hub") or {}
@@ -106,8 +106,12 @@ def hub_refs(cfg: Mapping) -> dict[str, list[tuple]]:
                 out.append(tuple(item))
         return out
 
-    return {"models": unique(models), "datasets": unique(datasets), "dataset_repos": unique(_dataset_repos(cfg)),
-            "urls": url_sources(cfg)}
+    return {
+        "models": unique(models),
+        "datasets": unique(datasets),
+        "dataset_repos": unique(_dataset_repos(cfg)),
+        "urls": url_sources(cfg),
+    }
 
 
 def url_sources(cfg: Mapping) -> list[tuple[str, str]]:
@@ -118,8 +122,11 @@ def url_sources(cfg: Mapping) -> list[tuple[str, str]]:
     ``evaluate.codegen.benchmarks``."""
     out: list[tuple[str, str]] = []
     codegen = (cfg.get("evaluate") or {}).get("codegen") or {}
-    unused = {f"evaluate.codegen.{k}" for k, v in codegen.items()
-              if isinstance(v, Mapping) and "source" in v and k not in (codegen.get("benchmarks") or [])}
+    unused = {
+        f"evaluate.codegen.{k}"
+        for k, v in codegen.items()
+        if isinstance(v, Mapping) and "source" in v and k not in (codegen.get("benchmarks") or [])
+    }
 
     def walk(node, key):
         if isinstance(node, Mapping):

@@ -68,8 +68,13 @@ __all__ = [
 # OPENAI_API_KEY) and Hugging Face's offline switches. The training driver forwards them to Ray's workers (Ray
 # runtime_env env_vars). Settings are not forwarded: the reward reads them from the run's settings.json
 # ($CODEGRPO_RUN_SETTINGS, codegrpo.runsettings), the only project variable the workers get.
-FORWARD_ENV_PREFIXES = ("QWEN3_EMBEDDING_", "GTE_EMBEDDING_", "OPENAI_API_KEY", "HF_HUB_OFFLINE",
-                        "TRANSFORMERS_OFFLINE")
+FORWARD_ENV_PREFIXES = (
+    "QWEN3_EMBEDDING_",
+    "GTE_EMBEDDING_",
+    "OPENAI_API_KEY",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+)
 
 
 def forward_env(environ=None, names=()) -> dict[str, str]:
@@ -107,16 +112,20 @@ _STRUCTURE = RewardSpec("codegrpo.rewards.sk2d", "exe_type_score", "exe_type_bat
 
 #: data_source -> scorer. Keys sharing one spec share one scorer (``llm4decompile_exe`` is the legacy name of
 #: ``sk2decompile_structure``).
-REWARD_TABLE: Mapping[str, RewardSpec] = MappingProxyType({
-    SK2D_STRUCTURE: _STRUCTURE,
-    LLM4DECOMPILE_EXE: _STRUCTURE,
-    SK2D_STRUCTURE_SIM: RewardSpec("codegrpo.rewards.sk2d", "sim_exe_score", "sim_exe_batch",
-                                   ("compile", "token_jaccard")),
-    SK2D_IDENTIFIER: RewardSpec("codegrpo.rewards.sk2d", "identifier_score", "identifier_batch",
-                                ("cosine", "embedded")),
-    KODCODE: RewardSpec("codegrpo.rewards.dhrcl", batch="score_batch", keys=DHRCL_RESULT_KEYS),
-    TOY_TARGET_CHARS: RewardSpec("codegrpo.rewards.toy", score="score", keys=("target_share", "length")),
-})
+REWARD_TABLE: Mapping[str, RewardSpec] = MappingProxyType(
+    {
+        SK2D_STRUCTURE: _STRUCTURE,
+        LLM4DECOMPILE_EXE: _STRUCTURE,
+        SK2D_STRUCTURE_SIM: RewardSpec(
+            "codegrpo.rewards.sk2d", "sim_exe_score", "sim_exe_batch", ("compile", "token_jaccard")
+        ),
+        SK2D_IDENTIFIER: RewardSpec(
+            "codegrpo.rewards.sk2d", "identifier_score", "identifier_batch", ("cosine", "embedded")
+        ),
+        KODCODE: RewardSpec("codegrpo.rewards.dhrcl", batch="score_batch", keys=DHRCL_RESULT_KEYS),
+        TOY_TARGET_CHARS: RewardSpec("codegrpo.rewards.toy", score="score", keys=("target_share", "length")),
+    }
+)
 
 
 @dataclass
@@ -214,8 +223,10 @@ def register(
     aliases = tuple(aliases)
     for key in (data_source,) + aliases:
         if key in REWARD_TABLE:
-            raise ValueError(f"register({key!r}): {key!r} is a key of the reward table (codegrpo.rewards."
-                             "REWARD_TABLE); change the table instead")
+            raise ValueError(
+                f"register({key!r}): {key!r} is a key of the reward table (codegrpo.rewards."
+                "REWARD_TABLE); change the table instead"
+            )
     scorer = Scorer(data_source, score_fn, batch_fn, aliases, _declared(keys))
     with _LOCK:
         for key in (data_source,) + aliases:
@@ -274,8 +285,15 @@ def _routed(data_source: str, data_source_map: Mapping[str, str] | None) -> str:
     return (data_source_map or {}).get(data_source, data_source)
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, *,
-                  data_source_map: Mapping[str, str] | None = None, **kwargs) -> dict[str, Any]:
+def compute_score(
+    data_source,
+    solution_str,
+    ground_truth,
+    extra_info=None,
+    *,
+    data_source_map: Mapping[str, str] | None = None,
+    **kwargs,
+) -> dict[str, Any]:
     """Score one sample (verl naive-manager signature). Returns ``{"score": float, <components>...}``.
 
     ``data_source_map`` (a reward kwarg) scores a data source with another one's reward, e.g.
@@ -285,8 +303,15 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, *,
     return get_scorer(ds).single(ds, solution_str, ground_truth, extra_info, **kwargs)
 
 
-def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None, *,
-                        data_source_map: Mapping[str, str] | None = None, **kwargs) -> list[dict]:
+def compute_score_batch(
+    data_sources,
+    solution_strs,
+    ground_truths,
+    extra_infos=None,
+    *,
+    data_source_map: Mapping[str, str] | None = None,
+    **kwargs,
+) -> list[dict]:
     """Score a batch (verl batch-manager signature); one batch call per data source, results in input order
     (``data_source_map`` as for :func:`compute_score`)."""
     data_sources = [_routed(ds, data_source_map) for ds in data_sources]
@@ -305,7 +330,10 @@ def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=
     results: list[dict | None] = [None] * n
     for ds, idx in groups.items():
         outs = scorers[ds].batch(
-            ds, [solution_strs[i] for i in idx], [ground_truths[i] for i in idx], [extra_infos[i] for i in idx],
+            ds,
+            [solution_strs[i] for i in idx],
+            [ground_truths[i] for i in idx],
+            [extra_infos[i] for i in idx],
             **kwargs,
         )
         for i, r in zip(idx, outs):

@@ -29,8 +29,12 @@ class _Normalizer(ast.NodeTransformer):
 
     @staticmethod
     def _drop_docstring(body: list) -> list:
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             return body[1:] or [ast.Pass()]
         return body
 

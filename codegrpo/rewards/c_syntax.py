@@ -12,9 +12,21 @@ from __future__ import annotations
 import threading
 
 _ts_local = threading.local()
-_SAFE_TOP = frozenset({"function_definition", "preproc_def", "preproc_function_def", "preproc_include",
-                       "preproc_call", "comment", "struct_specifier", "union_specifier", "enum_specifier",
-                       "primitive_type", "sized_type_specifier"})
+_SAFE_TOP = frozenset(
+    {
+        "function_definition",
+        "preproc_def",
+        "preproc_function_def",
+        "preproc_include",
+        "preproc_call",
+        "comment",
+        "struct_specifier",
+        "union_specifier",
+        "enum_specifier",
+        "primitive_type",
+        "sized_type_specifier",
+    }
+)
 _CONTAINERS = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"})
 _UNWRAP = frozenset({"init_declarator", "parenthesized_declarator", "attributed_declarator"})
 

@@ -150,7 +150,10 @@ def compile_reference(header, solution, timeout: float = TIMEOUT_S) -> float:
                 fh.write(f"{header}\n\n{solution}")
             subprocess.run(
                 [GCC, "-c", path, "-o", os.path.join(tmp, "temp.o")],
-                check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                check=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                timeout=timeout,
             )
         return 1.0
     except Exception:
@@ -162,16 +165,22 @@ def syntax_command(cwd: str, env: dict | None = None) -> list[str]:
     ``gcc -###``), which saves the driver's own start-up; falls back to the driver command if that fails."""
     driver = [GCC, "-fsyntax-only", "temp.c"]
     try:
-        out = subprocess.run([GCC, "-###", "-fsyntax-only", "temp.c"], cwd=cwd, env=env, capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            [GCC, "-###", "-fsyntax-only", "temp.c"], cwd=cwd, env=env, capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return driver
     lines = [ln for ln in out.stderr.splitlines() if ln.startswith(" ")]
     if out.returncode != 0 or len(lines) != 1:
         return driver
     argv = shlex.split(lines[0])
-    if not argv or not os.path.basename(argv[0]).startswith("cc1") or "temp.c" not in argv \
-            or "-fsyntax-only" not in argv or not os.access(argv[0], os.X_OK):
+    if (
+        not argv
+        or not os.path.basename(argv[0]).startswith("cc1")
+        or "temp.c" not in argv
+        or "-fsyntax-only" not in argv
+        or not os.access(argv[0], os.X_OK)
+    ):
         return driver
     return argv
 
@@ -283,8 +292,11 @@ class CompileEngine:
                 self.stats.syntax_runs += 1
                 if rc != 0:
                     return 0.0
-                if (time.perf_counter() - t0 <= self.confirm_after_s and not _CONFIRM_RE.search(data)
-                        and not may_define_void_object(data)):
+                if (
+                    time.perf_counter() - t0 <= self.confirm_after_s
+                    and not _CONFIRM_RE.search(data)
+                    and not may_define_void_object(data)
+                ):
                     return 1.0
             rc = self._gcc([GCC, "-c", "temp.c", "-o", "temp.o"], d, tmp, env)
             self.stats.exact_runs += 1
@@ -348,9 +360,13 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 #: documented environment overrides (outside a training run, below explicit arguments and run settings)
-ENV_OVERRIDES = {"mode": "CODEGRPO_COMPILE_MODE", "workers": "CODEGRPO_COMPILE_WORKERS",
-                 "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE", "memory_mb": "CODEGRPO_COMPILE_MEMORY_MB",
-                 "scratch": "CODEGRPO_COMPILE_SCRATCH"}
+ENV_OVERRIDES = {
+    "mode": "CODEGRPO_COMPILE_MODE",
+    "workers": "CODEGRPO_COMPILE_WORKERS",
+    "cache_size": "CODEGRPO_COMPILE_CACHE_SIZE",
+    "memory_mb": "CODEGRPO_COMPILE_MEMORY_MB",
+    "scratch": "CODEGRPO_COMPILE_SCRATCH",
+}
 
 
 def engine_settings(explicit: dict | None = None, environ=None) -> dict:
@@ -386,9 +402,13 @@ def engine_settings(explicit: dict | None = None, environ=None) -> dict:
 
 def engine_from_settings(settings: dict) -> CompileEngine:
     """A :class:`CompileEngine` from resolved :func:`engine_settings`."""
-    return CompileEngine(workers=settings.get("workers") or None, mode=settings["mode"],
-                         cache_size=int(settings["cache_size"]), scratch=settings.get("scratch") or None,
-                         memory_mb=int(settings.get("memory_mb") or 0) or None)
+    return CompileEngine(
+        workers=settings.get("workers") or None,
+        mode=settings["mode"],
+        cache_size=int(settings["cache_size"]),
+        scratch=settings.get("scratch") or None,
+        memory_mb=int(settings.get("memory_mb") or 0) or None,
+    )
 
 
 def engine_from_env() -> CompileEngine:
@@ -405,4 +425,3 @@ def default_engine() -> CompileEngine:
                 _DEFAULT = engine_from_env()
                 atexit.register(_DEFAULT.close)  # remove its /dev/shm scratch at exit
     return _DEFAULT
-

@@ -53,8 +53,18 @@ from codegrpo.rewards.ast_similarity import r_ast
 
 log = logging.getLogger(__name__)
 
-VARIANTS = ("full", "no_ast", "no_curriculum", "fixed_schedule", "uniform_weights", "binary", "pass_rate",
-            "static_dense", "reward_model", "verpo")
+VARIANTS = (
+    "full",
+    "no_ast",
+    "no_curriculum",
+    "fixed_schedule",
+    "uniform_weights",
+    "binary",
+    "pass_rate",
+    "static_dense",
+    "reward_model",
+    "verpo",
+)
 RESULT_KEYS = ("score", *DHRCL_RESULT_KEYS)
 
 
@@ -101,8 +111,16 @@ class DHRCLRewardConfig:
     def from_kwargs(cls, kwargs: dict | None) -> "DHRCLRewardConfig":
         kw = dict(kwargs or {})
         cfg = cls()
-        for name in ("variant", "stage3_form", "ast_method", "ast_node_cap", "timeout_s", "tokenizer_path",
-                     "stage", "rm_response"):
+        for name in (
+            "variant",
+            "stage3_form",
+            "ast_method",
+            "ast_node_cap",
+            "timeout_s",
+            "tokenizer_path",
+            "stage",
+            "rm_response",
+        ):
             if kw.get(name) is not None:
                 setattr(cfg, name, kw[name])
         if kw.get("static_weights") is not None:
@@ -187,7 +205,7 @@ def syntax_units(code: str) -> list[tuple[str, bool]]:
     for node in tree.root_node.children:
         if not node.is_named or node.type == "comment":
             continue
-        text = data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+        text = data[node.start_byte : node.end_byte].decode("utf-8", "replace")
         units.append((text, not node.has_error))
     return units
 
@@ -251,8 +269,11 @@ def combine(comp: dict[str, float], a: dict[str, float], stage: int, cfg: DHRCLR
 
 def batch_means(comps: Sequence[dict[str, float]]) -> dict[str, float]:
     n = max(len(comps), 1)
-    return {"a_syntax": sum(c["r_syntax"] for c in comps) / n, "a_exec": sum(c["r_exec"] for c in comps) / n,
-            "a_pass": sum(c["r_pass"] for c in comps) / n}
+    return {
+        "a_syntax": sum(c["r_syntax"] for c in comps) / n,
+        "a_exec": sum(c["r_exec"] for c in comps) / n,
+        "a_pass": sum(c["r_pass"] for c in comps) / n,
+    }
 
 
 def _reference(gt: Any, extra: dict | None) -> tuple[str, str]:
@@ -266,8 +287,9 @@ def _reference(gt: Any, extra: dict | None) -> tuple[str, str]:
     return tests, extra.get("reference_solution") or ""
 
 
-def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], cfg: DHRCLRewardConfig,
-               sandbox=None) -> list[dict[str, float]]:
+def components(
+    codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], cfg: DHRCLRewardConfig, sandbox=None
+) -> list[dict[str, float]]:
     """The four components of every sample (tests run in parallel on the sandbox pool, duplicates once)."""
     from codegrpo.sandbox import HACK_GUARDS, default_sandbox
 
@@ -289,21 +311,38 @@ def components(codes: Sequence[str], tests: Sequence[str], refs: Sequence[str], 
         if hack is not None:  # a guard fired: the sample scores nothing
             rs = ra = 0.0
             executed = False
-        out.append({"r_syntax": rs, "r_exec": float(executed), "r_pass": res.pass_rate if executed else 0.0,
-                    "r_ast": ra, "all_passed": float(res.all_passed and executed),
-                    "timed_out": float(res.timed_out), "hack_detected": float(hack is not None),
-                    "hack_guard": float(HACK_GUARDS.index(hack) + 1 if hack in HACK_GUARDS else (hack is not None)),
-                    # per-test outcomes (VeRPO); a sample that did not execute passes none
-                    "outcomes": tuple((nid, bool(ok and executed)) for nid, ok in getattr(res, "outcomes", ()))})
+        out.append(
+            {
+                "r_syntax": rs,
+                "r_exec": float(executed),
+                "r_pass": res.pass_rate if executed else 0.0,
+                "r_ast": ra,
+                "all_passed": float(res.all_passed and executed),
+                "timed_out": float(res.timed_out),
+                "hack_detected": float(hack is not None),
+                "hack_guard": float(HACK_GUARDS.index(hack) + 1 if hack in HACK_GUARDS else (hack is not None)),
+                # per-test outcomes (VeRPO); a sample that did not execute passes none
+                "outcomes": tuple((nid, bool(ok and executed)) for nid, ok in getattr(res, "outcomes", ())),
+            }
+        )
     hacks = [r.hack for r in runs if getattr(r, "hack", None)]
     if hacks:
-        log.warning("sandbox harness guards fired on %d of %d distinct samples: %s", len(hacks), len(runs),
-                    {h: hacks.count(h) for h in sorted(set(hacks))})
+        log.warning(
+            "sandbox harness guards fired on %d of %d distinct samples: %s",
+            len(hacks),
+            len(runs),
+            {h: hacks.count(h) for h in sorted(set(hacks))},
+        )
     return out
 
 
-def reward_model_scores(solution_strs: Sequence[str], codes: Sequence[str], extra_infos: Sequence[dict | None],
-                        cfg: DHRCLRewardConfig, kwargs: dict) -> list[float]:
+def reward_model_scores(
+    solution_strs: Sequence[str],
+    codes: Sequence[str],
+    extra_infos: Sequence[dict | None],
+    cfg: DHRCLRewardConfig,
+    kwargs: dict,
+) -> list[float]:
     """The learned reward model's score of every sample: the chat [user: the row's question, assistant: the
     program (``rm_response: program``) or the whole completion], scored by the run's RM server."""
     from codegrpo.rewards.reward_model import client_from_run, response_text
@@ -312,15 +351,22 @@ def reward_model_scores(solution_strs: Sequence[str], codes: Sequence[str], extr
     for i, e in enumerate(extra_infos):
         q = (e or {}).get("question")
         if not isinstance(q, str) or not q.strip():
-            raise ValueError(f"kodcode sample {i} has no extra_info['question'] (the reward model's user turn); "
-                             "rebuild the KodCode Parquet files with this version of the data stage")
+            raise ValueError(
+                f"kodcode sample {i} has no extra_info['question'] (the reward model's user turn); "
+                "rebuild the KodCode Parquet files with this version of the data stage"
+            )
         questions.append(q)
     pairs = [(q, response_text(s, c, cfg.rm_response)) for q, s, c in zip(questions, solution_strs, codes)]
     return client_from_run(kwargs).score(pairs)
 
 
-def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[dict | None],
-                sandbox=None, **kwargs) -> list[dict[str, float]]:
+def score_batch(
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[dict | None],
+    sandbox=None,
+    **kwargs,
+) -> list[dict[str, float]]:
     """Batch scorer of ``kodcode`` (the reward table's entry): one result dict per sample, all with :data:`RESULT_KEYS`."""
     cfg = DHRCLRewardConfig.resolve(kwargs)
     stage = current_stage(cfg)
@@ -340,11 +386,21 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[Any], extr
             score = 0.0 if comp["hack_detected"] else verpo[i]["score"]
         else:
             score = 0.0 if comp["hack_detected"] else combine(comp, a, stage, cfg)
-        res = {"score": score, "r_syntax": comp["r_syntax"], "r_exec": comp["r_exec"],
-               "r_pass": comp["r_pass"], "r_ast": comp["r_ast"], **a, "stage": float(stage),
-               "all_passed": comp["all_passed"], "timed_out": comp["timed_out"],
-               "hack_detected": comp["hack_detected"], "hack_guard": comp["hack_guard"], "rm_score": rm,
-               "r_dense": verpo[i]["r_dense"]}
+        res = {
+            "score": score,
+            "r_syntax": comp["r_syntax"],
+            "r_exec": comp["r_exec"],
+            "r_pass": comp["r_pass"],
+            "r_ast": comp["r_ast"],
+            **a,
+            "stage": float(stage),
+            "all_passed": comp["all_passed"],
+            "timed_out": comp["timed_out"],
+            "hack_detected": comp["hack_detected"],
+            "hack_guard": comp["hack_guard"],
+            "rm_score": rm,
+            "r_dense": verpo[i]["r_dense"],
+        }
         out.append({k: float(res[k]) for k in RESULT_KEYS})
     return out
 
@@ -356,8 +412,9 @@ def group_key(tests: str, extra: dict | None) -> tuple:
     return (extra.get("split"), extra.get("index"), extra.get("question_id"), tests)
 
 
-def _verpo(comps: Sequence[dict], tests: Sequence[str], extra_infos: Sequence[dict | None],
-           cfg: DHRCLRewardConfig) -> list[dict[str, float]]:
+def _verpo(
+    comps: Sequence[dict], tests: Sequence[str], extra_infos: Sequence[dict | None], cfg: DHRCLRewardConfig
+) -> list[dict[str, float]]:
     """VeRPO's fused reward of every sample, group by group (:mod:`codegrpo.rewards.verpo`)."""
     from codegrpo.rewards import verpo
 

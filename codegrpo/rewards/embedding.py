@@ -164,8 +164,11 @@ def served_endpoint(section: Mapping[str, Any], api_base: str) -> dict[str, str]
     """What the reward needs to talk to an embedding server started for ``section`` at ``api_base``: the
     run's ``served.embedding`` (laid over the ``embedding`` section of its settings.json)."""
     backend = section.get("backend") or "openai"
-    return {"backend": "openai" if backend == "local" else backend, "api_base": api_base,
-            "model": section.get("model") or MINILM_NAME}
+    return {
+        "backend": "openai" if backend == "local" else backend,
+        "api_base": api_base,
+        "model": section.get("model") or MINILM_NAME,
+    }
 
 
 def env_from_config(section: Mapping[str, Any]) -> dict[str, str]:
@@ -189,8 +192,10 @@ def embedding_config(cfg: Mapping[str, Any], stage: str | None = None) -> dict[s
         override = dict(section.get("embedding") or {})
         unknown = sorted(set(override) - set(FIELD_TYPES) - set(SERVER_KEYS))
         if unknown:
-            raise EmbeddingError(f"{stage}.embedding: unknown key(s) {unknown}; known: "
-                                 f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}")
+            raise EmbeddingError(
+                f"{stage}.embedding: unknown key(s) {unknown}; known: "
+                f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}"
+            )
         merged.update(override)
         if section.get("embedding_server"):
             merged["serve"] = True
@@ -248,9 +253,7 @@ class OpenAIBackend:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
         if served and s.model not in served:
-            raise EmbeddingServiceError(
-                f"{self.describe()} does not serve the model; it serves {served}"
-            )
+            raise EmbeddingServiceError(f"{self.describe()} does not serve the model; it serves {served}")
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         s = self.settings
@@ -276,8 +279,14 @@ class OpenAIBackend:
                     raise EmbeddingServiceError(
                         f"{self.describe()} failed {attempt + 1} times, giving up ({type(exc).__name__}: {exc})"
                     ) from exc
-                log.warning("%s: %s (attempt %d/%d), retrying in %.1fs", self.describe(), exc, attempt + 1,
-                            s.max_retries + 1, delay)
+                log.warning(
+                    "%s: %s (attempt %d/%d), retrying in %.1fs",
+                    self.describe(),
+                    exc,
+                    attempt + 1,
+                    s.max_retries + 1,
+                    delay,
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
         raise AssertionError("unreachable")
@@ -291,8 +300,9 @@ def check_vectors(vectors: list[list[float]], source: str) -> list[list[float]]:
     """
     dims = {len(v) for v in vectors}
     if len(dims) > 1 or 0 in dims:
-        raise EmbeddingServiceError(f"{source} returned embeddings of lengths {sorted(dims)}; expected one "
-                                    f"non-zero dimension")
+        raise EmbeddingServiceError(
+            f"{source} returned embeddings of lengths {sorted(dims)}; expected one non-zero dimension"
+        )
     for i, v in enumerate(vectors):
         if not all(math.isfinite(x) for x in v):
             raise EmbeddingServiceError(f"{source} returned a non-finite value in embedding {i}")
@@ -357,8 +367,13 @@ class LocalBackend:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.requests += 1
-        vecs = self.model.encode(list(texts), batch_size=min(len(texts), 64), normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False)
+        vecs = self.model.encode(
+            list(texts),
+            batch_size=min(len(texts), 64),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return check_vectors([[float(x) for x in v] for v in vecs], self.describe())
 
 
@@ -397,7 +412,7 @@ class Embedder:
                     missing.append(t)
         step = self.settings.chunk_size
         for start in range(0, len(missing), step):
-            chunk = missing[start:start + step]
+            chunk = missing[start : start + step]
             vecs = self.backend.embed(chunk)
             with self._lock:
                 for t, v in zip(chunk, vecs):
@@ -441,4 +456,3 @@ def get_embedder(overrides: Mapping[str, Any] | None = None) -> Embedder:
 def reset_embedders() -> None:
     with _EMBEDDERS_LOCK:
         _EMBEDDERS.clear()
-

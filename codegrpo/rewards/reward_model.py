@@ -67,9 +67,11 @@ def _checkpoint_tensors(path: Path, names: Sequence[str]) -> dict:
     missing = [n for n in names if n not in files]
     if missing:
         heads = [n for n in all_names if not n.startswith(("model.", "lm_head."))][:10]
-        raise RewardModelError(f"{path}: the value head's tensors {missing} are not in the checkpoint; tensors "
-                               f"outside the backbone: {heads or 'none'} (set the reward model's "
-                               f"value_head_prefix to the head's name)")
+        raise RewardModelError(
+            f"{path}: the value head's tensors {missing} are not in the checkpoint; tensors "
+            f"outside the backbone: {heads or 'none'} (set the reward model's "
+            f"value_head_prefix to the head's name)"
+        )
     out = {}
     for n, f in files.items():
         with safe_open(str(f), framework="pt") as fh:
@@ -88,16 +90,26 @@ def resolve_checkpoint(ref: str | Path) -> Path:
     try:
         return Path(snapshot_download(str(ref), local_files_only=True))
     except Exception as exc:  # noqa: BLE001 - reported with the fix
-        raise RewardModelError(f"reward model {ref!r} is neither a folder nor in the Hugging Face cache "
-                               f"({type(exc).__name__}: {exc}); run `snakemake prefetch` on a node with internet "
-                               f"access") from exc
+        raise RewardModelError(
+            f"reward model {ref!r} is neither a folder nor in the Hugging Face cache "
+            f"({type(exc).__name__}: {exc}); run `snakemake prefetch` on a node with internet "
+            f"access"
+        ) from exc
 
 
 class RewardModelScorer:
     """Scores (question, response) pairs with a value-head reward model (module docstring: the convention)."""
 
-    def __init__(self, path: str | Path, *, value_head_prefix: str = DEFAULT_HEAD, dtype: str = "float32",
-                 device: str = "cpu", max_length: int = 8192, batch_size: int = 8):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        value_head_prefix: str = DEFAULT_HEAD,
+        dtype: str = "float32",
+        device: str = "cpu",
+        max_length: int = 8192,
+        batch_size: int = 8,
+    ):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -119,23 +131,28 @@ class RewardModelScorer:
             self.backbone = AutoModel.from_pretrained(str(self.path), torch_dtype=torch_dtype).to(device).eval()
         hidden = self.backbone.config.hidden_size
         if tuple(head[w].shape) != (1, hidden) or tuple(head[b].shape) != (1,):
-            raise RewardModelError(f"{self.path}: value head {value_head_prefix} has shapes {tuple(head[w].shape)}, "
-                                   f"{tuple(head[b].shape)}; expected (1, {hidden}) and (1,)")
+            raise RewardModelError(
+                f"{self.path}: value head {value_head_prefix} has shapes {tuple(head[w].shape)}, "
+                f"{tuple(head[b].shape)}; expected (1, {hidden}) and (1,)"
+            )
         self.head = torch.nn.Linear(hidden, 1).to(device=device, dtype=head[w].dtype)
         with torch.no_grad():
             self.head.weight.copy_(head[w])
             self.head.bias.copy_(head[b])
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else \
-            self.tokenizer.eos_token_id
+        self.pad_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        )
 
     def encode(self, question: str, response: str) -> list[int]:
         """Token ids of the chat [user: question, assistant: response]; longer than ``max_length``: the first
         tokens are dropped, so that the scored last token stays (reconstructed: AceCoder does not truncate)."""
         text = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": question}, {"role": "assistant", "content": response}],
-            tokenize=False, add_generation_prompt=False)
+            tokenize=False,
+            add_generation_prompt=False,
+        )
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids[-self.max_length:]
+        return ids[-self.max_length :]
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         import torch
@@ -143,16 +160,17 @@ class RewardModelScorer:
         out: list[float] = []
         encoded = [self.encode(q, r) for q, r in pairs]
         for start in range(0, len(encoded), self.batch_size):
-            chunk = encoded[start:start + self.batch_size]
+            chunk = encoded[start : start + self.batch_size]
             width = max(len(ids) for ids in chunk)
             ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
             mask = torch.zeros((len(chunk), width), dtype=torch.long)
             for i, row in enumerate(chunk):  # right padding: the last real token is at mask.sum() - 1
-                ids[i, :len(row)] = torch.tensor(row)
-                mask[i, :len(row)] = 1
+                ids[i, : len(row)] = torch.tensor(row)
+                mask[i, : len(row)] = 1
             with torch.no_grad():
-                hidden = self.backbone(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                       use_cache=False).last_hidden_state
+                hidden = self.backbone(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), use_cache=False
+                ).last_hidden_state
                 last = hidden[torch.arange(len(chunk)), mask.sum(dim=-1).to(self.device) - 1]
                 values = self.head(last.to(self.head.weight.dtype)).squeeze(-1)
             out.extend(float(v) for v in values.float().cpu())
@@ -165,8 +183,15 @@ class RewardModelScorer:
 class RewardModelClient:
     """POSTs (question, response) pairs to a scoring server's ``/v1/score`` (:mod:`codegrpo.rm_server`)."""
 
-    def __init__(self, api_base: str, model: str, timeout_s: float = 300.0, max_retries: int = 3,
-                 backoff_s: float = 1.0, batch_size: int = 64):
+    def __init__(
+        self,
+        api_base: str,
+        model: str,
+        timeout_s: float = 300.0,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+        batch_size: int = 64,
+    ):
         self.api_base, self.model = api_base.rstrip("/"), model
         self.timeout_s, self.max_retries, self.backoff_s = float(timeout_s), int(max_retries), float(backoff_s)
         self.batch_size = int(batch_size)
@@ -179,8 +204,9 @@ class RewardModelClient:
         data = json.dumps(body).encode()
         delay = self.backoff_s
         for attempt in range(self.max_retries + 1):
-            req = urllib.request.Request(f"{self.api_base}/score", data=data,
-                                         headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                f"{self.api_base}/score", data=data, headers={"Content-Type": "application/json"}
+            )
             try:
                 self.requests += 1
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
@@ -188,16 +214,25 @@ class RewardModelClient:
             except urllib.error.HTTPError as exc:
                 if exc.code < 500 and exc.code != 429:
                     detail = exc.read().decode(errors="replace")[:500]
-                    raise RewardModelError(f"{self.describe()} rejected the request: HTTP {exc.code}: {detail}") \
-                        from exc
+                    raise RewardModelError(
+                        f"{self.describe()} rejected the request: HTTP {exc.code}: {detail}"
+                    ) from exc
                 err: Exception = exc
             except (urllib.error.URLError, OSError, TimeoutError) as exc:
                 err = exc
             if attempt == self.max_retries:
-                raise RewardModelError(f"{self.describe()} failed {attempt + 1} times ({type(err).__name__}: "
-                                       f"{err}); is the server running?") from err
-            log.warning("%s: %s (attempt %d/%d), retrying in %.1fs", self.describe(), err, attempt + 1,
-                        self.max_retries + 1, delay)
+                raise RewardModelError(
+                    f"{self.describe()} failed {attempt + 1} times ({type(err).__name__}: "
+                    f"{err}); is the server running?"
+                ) from err
+            log.warning(
+                "%s: %s (attempt %d/%d), retrying in %.1fs",
+                self.describe(),
+                err,
+                attempt + 1,
+                self.max_retries + 1,
+                delay,
+            )
             time.sleep(delay)
             delay = min(delay * 2, 30.0)
         raise AssertionError("unreachable")
@@ -207,7 +242,7 @@ class RewardModelClient:
 
         out: list[float] = []
         for start in range(0, len(pairs), self.batch_size):
-            chunk = [list(p) for p in pairs[start:start + self.batch_size]]
+            chunk = [list(p) for p in pairs[start : start + self.batch_size]]
             resp = self._post({"model": self.model, "pairs": chunk})
             scores = resp.get("scores")
             if not isinstance(scores, list) or len(scores) != len(chunk):
@@ -234,13 +269,18 @@ def client_from_run(overrides: Mapping[str, Any] | None = None) -> RewardModelCl
         section = dict((doc["settings"].get("extra") or {}).get("reward_model") or {})
     api_base = kw.get("rm_api_base") or served.get("api_base")
     if not api_base:
-        raise RewardModelError("the reward-model variant needs a scoring server: none recorded under "
-                               "served.reward_model in the run's settings.json ($CODEGRPO_RUN_SETTINGS) and no "
-                               "rm_api_base given")
-    return RewardModelClient(api_base, kw.get("rm_model") or served.get("model") or section.get("model") or "",
-                             timeout_s=float(section.get("timeout_s") or 300.0),
-                             max_retries=int(section.get("max_retries", 3)),
-                             batch_size=int(section.get("request_batch") or 64))
+        raise RewardModelError(
+            "the reward-model variant needs a scoring server: none recorded under "
+            "served.reward_model in the run's settings.json ($CODEGRPO_RUN_SETTINGS) and no "
+            "rm_api_base given"
+        )
+    return RewardModelClient(
+        api_base,
+        kw.get("rm_model") or served.get("model") or section.get("model") or "",
+        timeout_s=float(section.get("timeout_s") or 300.0),
+        max_retries=int(section.get("max_retries", 3)),
+        batch_size=int(section.get("request_batch") or 64),
+    )
 
 
 def response_text(completion: str, program: str, mode: str) -> str:

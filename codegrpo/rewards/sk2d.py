@@ -127,7 +127,9 @@ def _structure_batch(similarity, result, solution_strs, ground_truths, extra_inf
     """``result(similarity, compiled)`` per sample (0.0 similarity for an invalid one), compiled in one batch."""
     valid = [_valid(s, g) for s, g in zip(solution_strs, ground_truths)]
     comps = _compile_batch(solution_strs, extra_infos, valid, engine)
-    return [result(similarity(s, g) if ok else 0.0, c) for s, g, ok, c in zip(solution_strs, ground_truths, valid, comps)]
+    return [
+        result(similarity(s, g) if ok else 0.0, c) for s, g, ok, c in zip(solution_strs, ground_truths, valid, comps)
+    ]
 
 
 def exe_type_batch(solution_strs, ground_truths, extra_infos, engine=None, **_: Any) -> list[dict[str, float]]:
@@ -272,6 +274,7 @@ def identifier_score(solution_str, ground_truth, extra_info=None, **kwargs) -> d
 # --------------------------------------------------------------------------------------------------------------
 # Single-sample scorers (the reward table's ``score`` functions): a batch of one
 # --------------------------------------------------------------------------------------------------------------
+
 
 def exe_type_score(solution_str, ground_truth, extra_info=None, **kwargs):
     return exe_type_batch([solution_str], [ground_truth], [extra_info], **kwargs)[0]

@@ -28,4 +28,3 @@ def score(solution_str, ground_truth, extra_info=None, **_kwargs) -> dict:
     target = ground_truth if isinstance(ground_truth, str) and ground_truth else DEFAULT_TARGET
     share = target_share(text, target)
     return {"score": share, "target_share": share, "length": float(len(text))}
-

@@ -45,8 +45,9 @@ class VerpoConfig:
             try:
                 self.kde_bandwidth = float(self.kde_bandwidth)
             except (TypeError, ValueError):
-                raise ValueError(f"verpo kde_bandwidth must be a positive number or 'scott', "
-                                 f"got {self.kde_bandwidth!r}") from None
+                raise ValueError(
+                    f"verpo kde_bandwidth must be a positive number or 'scott', got {self.kde_bandwidth!r}"
+                ) from None
             if not self.kde_bandwidth > 0:
                 raise ValueError(f"verpo kde_bandwidth must be > 0, got {self.kde_bandwidth}")
         if not self.kde_min_bandwidth > 0:
@@ -66,7 +67,7 @@ def bandwidth(rho: Sequence[float], cfg: VerpoConfig) -> float:
         return cfg.kde_min_bandwidth
     mean = sum(rho) / m
     std = math.sqrt(sum((r - mean) ** 2 for r in rho) / (m - 1))
-    return max(1.06 * std * m ** -0.2, cfg.kde_min_bandwidth)
+    return max(1.06 * std * m**-0.2, cfg.kde_min_bandwidth)
 
 
 def kde_density(rho: Sequence[float], h: float) -> list[float]:
@@ -112,8 +113,9 @@ def pass_rates(mat: Sequence[Sequence[int]]) -> list[float]:
     return [sum(row[j] for row in mat) / n for j in range(len(mat[0]))]
 
 
-def group_rewards(outcomes: Sequence[Sequence[tuple[str, bool]]], binary: Sequence[float],
-                  cfg: VerpoConfig) -> list[dict[str, float]]:
+def group_rewards(
+    outcomes: Sequence[Sequence[tuple[str, bool]]], binary: Sequence[float], cfg: VerpoConfig
+) -> list[dict[str, float]]:
     """One group's samples: ``r_dense``, ``r_binary`` and the fused ``score = r_binary + beta * r_dense``."""
     _tests, mat = pass_matrix(outcomes)
     w = test_weights(pass_rates(mat), cfg)

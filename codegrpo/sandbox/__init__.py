@@ -26,11 +26,41 @@ written (``PytestResult.hack`` names a guard that fired). docs/sandbox.md states
 """
 
 from codegrpo.sandbox.bwrap import sandbox_info
-from codegrpo.sandbox.client import (Sandbox, compile_c, count_test_functions, default_sandbox, kodcode_test_file,
-                                     make_sandbox, run_binary, run_tests)
-from codegrpo.sandbox.types import (HACK_GUARDS, CompileResult, ExecResult, PytestResult, SandboxError, SandboxInfo,
-                                    SandboxLimits)
+from codegrpo.sandbox.client import (
+    Sandbox,
+    compile_c,
+    count_test_functions,
+    default_sandbox,
+    kodcode_test_file,
+    make_sandbox,
+    run_binary,
+    run_tests,
+)
+from codegrpo.sandbox.types import (
+    HACK_GUARDS,
+    CompileResult,
+    ExecResult,
+    PytestResult,
+    SandboxError,
+    SandboxInfo,
+    SandboxLimits,
+)
 
-__all__ = ["HACK_GUARDS", "Sandbox", "SandboxLimits", "SandboxError", "SandboxInfo", "PytestResult", "ExecResult",
-           "CompileResult", "make_sandbox", "default_sandbox", "sandbox_info", "run_tests", "run_binary",
-           "compile_c", "kodcode_test_file", "count_test_functions"]
+__all__ = [
+    "HACK_GUARDS",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxError",
+    "SandboxInfo",
+    "PytestResult",
+    "ExecResult",
+    "CompileResult",
+    "make_sandbox",
+    "default_sandbox",
+    "sandbox_info",
+    "run_tests",
+    "run_binary",
+    "compile_c",
+    "kodcode_test_file",
+    "count_test_functions",
+]

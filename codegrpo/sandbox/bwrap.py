@@ -36,8 +36,20 @@ from typing import Iterable, Mapping
 
 from codegrpo.sandbox.types import SandboxError, SandboxInfo
 
-__all__ = ["MASKED_DIRS", "PACKAGE_DIR", "SUPERVISOR_FILES", "MountPlan", "interpreter", "lookups", "needed_paths",
-           "plan_mounts", "hidden_by", "check_reachable", "bwrap_argv", "sandbox_info"]
+__all__ = [
+    "MASKED_DIRS",
+    "PACKAGE_DIR",
+    "SUPERVISOR_FILES",
+    "MountPlan",
+    "interpreter",
+    "lookups",
+    "needed_paths",
+    "plan_mounts",
+    "hidden_by",
+    "check_reachable",
+    "bwrap_argv",
+    "sandbox_info",
+]
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +126,11 @@ def needed_paths() -> list[str]:
     exe = interpreter()
     paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(exe)), PACKAGE_DIR}
     # site-packages directories on sys.path that live elsewhere (added by a .pth file of the environment)
-    paths.update(p for p in sys.path if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
-                 and os.path.isdir(p))
+    paths.update(
+        p
+        for p in sys.path
+        if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages") and os.path.isdir(p)
+    )
     return sorted({os.path.realpath(p) for p in paths if p})
 
 
@@ -220,8 +235,10 @@ def check_reachable(plan: MountPlan, files: Mapping[str, str]) -> None:
             top = hidden_by(hop, plan)
             if top:
                 via = "" if hop == path else f" (reached through {hop})"
-                raise SandboxError(f"{what} {path} is not reachable inside the sandbox{via}: {top} is an empty "
-                                   f"tmpfs there and {hop} is not bound back")
+                raise SandboxError(
+                    f"{what} {path} is not reachable inside the sandbox{via}: {top} is an empty "
+                    f"tmpfs there and {hop} is not bound back"
+                )
 
 
 def _bind_back(argv: list[str], top: str, path: str, made: set[str]) -> None:
@@ -242,11 +259,20 @@ def bwrap_argv(workspace: str, plan: MountPlan | None = None) -> list[str]:
     plan = plan or plan_mounts()
     argv = [
         shutil.which("bwrap") or "bwrap",
-        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--new-session",
-        "--ro-bind", "/", "/",
-        "--dev", "/dev",
-        "--proc", "/proc",
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
     ]
     made: set[str] = set()
     binds_in: dict[str, list[str]] = {}
@@ -257,15 +283,19 @@ def bwrap_argv(workspace: str, plan: MountPlan | None = None) -> list[str]:
         made.add(top)
         for path in binds_in.get(top, []):
             _bind_back(argv, top, path, made)
-    argv += [
-        "--bind", workspace, workspace,
-        "--chdir", workspace,
-    ]
+    argv += ["--bind", workspace, workspace, "--chdir", workspace]
     if os.geteuid() == 0:
         # Root: keep only what the supervisor needs to prepare job directories and drop to the job uid.
         argv += ["--cap-drop", "ALL"]
-        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL",
-                    "CAP_SYS_RESOURCE"):
+        for cap in (
+            "CAP_SETUID",
+            "CAP_SETGID",
+            "CAP_CHOWN",
+            "CAP_DAC_OVERRIDE",
+            "CAP_FOWNER",
+            "CAP_KILL",
+            "CAP_SYS_RESOURCE",
+        ):
             argv += ["--cap-add", cap]
     else:
         argv += ["--unshare-user"]
@@ -295,8 +325,13 @@ def sandbox_info() -> SandboxInfo:
         else:
             ws = tempfile.mkdtemp(prefix="codegrpo-sbx-probe-")
             try:
-                proc = subprocess.run(bwrap_argv(ws) + ["--", "/bin/true"], capture_output=True, text=True,
-                                      timeout=30, env={"PATH": _SAFE_PATH, "LANG": "C.UTF-8"})
+                proc = subprocess.run(
+                    bwrap_argv(ws) + ["--", "/bin/true"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    env={"PATH": _SAFE_PATH, "LANG": "C.UTF-8"},
+                )
                 if proc.returncode == 0:
                     mech, reason = "bwrap", "bwrap namespaces available"
                 else:
@@ -311,8 +346,10 @@ def sandbox_info() -> SandboxInfo:
             reason += "; not root, so no private uid per job (processes tracked by session/PID namespace)"
         elif mech != "bwrap" and not all(_world_traversable(p) for p in needed_paths()):
             private_uid = False
-            reason += ("; the Python installation is not readable by other uids and there is no mount namespace"
-                       " to expose it, so no private uid per job")
+            reason += (
+                "; the Python installation is not readable by other uids and there is no mount namespace"
+                " to expose it, so no private uid per job"
+            )
         _INFO = SandboxInfo(mech, private_uid, reason)
         level = logging.INFO if mech == "bwrap" and private_uid else logging.WARNING
         log.log(level, "sandbox: mechanism=%s private_uid=%s (%s)", mech, private_uid, reason)

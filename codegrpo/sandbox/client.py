@@ -37,8 +37,16 @@ from codegrpo.sandbox.verdict import WRITE_FAILED, canary_test, count_test_funct
 from codegrpo.sandbox.verdict import pytest_result
 from codegrpo.sandbox.verdict import test_function_names as test_function_names  # importable from here as before
 
-__all__ = ["Sandbox", "make_sandbox", "default_sandbox", "run_tests", "run_binary", "compile_c",
-           "kodcode_test_file", "count_test_functions"]
+__all__ = [
+    "Sandbox",
+    "make_sandbox",
+    "default_sandbox",
+    "run_tests",
+    "run_binary",
+    "compile_c",
+    "kodcode_test_file",
+    "count_test_functions",
+]
 
 
 class Sandbox:
@@ -115,26 +123,37 @@ class Sandbox:
         self.close()
 
     # -- jobs --------------------------------------------------------------------------------------------
-    def run_tests(self, solution_code: str, test_code: str, timeout_s: float | None = None,
-                  limits: SandboxLimits | None = None) -> PytestResult:
+    def run_tests(
+        self, solution_code: str, test_code: str, timeout_s: float | None = None, limits: SandboxLimits | None = None
+    ) -> PytestResult:
         """KodCode's harness: ``solution.py`` + ``test_solution.py`` (``from solution import *`` + tests), pytest."""
         lim = (limits or self.limits).with_timeout(timeout_s)
         canary = "test_cg_canary_" + os.urandom(8).hex()
-        files = {"solution.py": _b64(solution_code),
-                 "test_solution.py": _b64(kodcode_test_file(test_code) + canary_test(canary))}
+        files = {
+            "solution.py": _b64(solution_code),
+            "test_solution.py": _b64(kodcode_test_file(test_code) + canary_test(canary)),
+        }
         req = {"steps": [{"kind": "pytest", "limits": dataclasses.asdict(lim)}], "files": files, "collect": []}
         t0 = time.monotonic()
         try:
             resp = self._submit(req, lim.wall_s)
         except JobLost as exc:  # the sample scores 0; the batch goes on
-            return PytestResult(executed=False, passed=0, total=max(count_test_functions(test_code), 1),
-                                timed_out=False, error=f"harness guard fired: supervisor_lost ({exc})",
-                                duration_s=time.monotonic() - t0, mechanism=self.mechanism, hack="supervisor_lost")
+            return PytestResult(
+                executed=False,
+                passed=0,
+                total=max(count_test_functions(test_code), 1),
+                timed_out=False,
+                error=f"harness guard fired: supervisor_lost ({exc})",
+                duration_s=time.monotonic() - t0,
+                mechanism=self.mechanism,
+                hack="supervisor_lost",
+            )
         step = resp["steps"][0]
         return pytest_result(step, test_code, time.monotonic() - t0, self.mechanism, canary)
 
-    def run_tests_many(self, items: Sequence[tuple[str, str]], timeout_s: float | None = None,
-                       limits: SandboxLimits | None = None) -> list[PytestResult]:
+    def run_tests_many(
+        self, items: Sequence[tuple[str, str]], timeout_s: float | None = None, limits: SandboxLimits | None = None
+    ) -> list[PytestResult]:
         """Run many (solution, tests) pairs on the pool's supervisors in parallel; results in input order."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -143,9 +162,16 @@ class Sandbox:
         with ThreadPoolExecutor(max_workers=len(self._sups)) as ex:
             return list(ex.map(lambda st: self.run_tests(st[0], st[1], timeout_s, limits), items))
 
-    def run_python(self, script: str, files: Mapping[str, str | bytes] | None = None, args: Sequence[str] = (),
-                   stdin: str | None = None, timeout_s: float | None = None, limits: SandboxLimits | None = None,
-                   collect: Sequence[str] = ()) -> tuple[ExecResult, dict[str, bytes]]:
+    def run_python(
+        self,
+        script: str,
+        files: Mapping[str, str | bytes] | None = None,
+        args: Sequence[str] = (),
+        stdin: str | None = None,
+        timeout_s: float | None = None,
+        limits: SandboxLimits | None = None,
+        collect: Sequence[str] = (),
+    ) -> tuple[ExecResult, dict[str, bytes]]:
         """Run ``python main.py ARGS`` (``script`` as ``main.py``) in a job directory holding ``files``.
 
         The same isolation and limits as every other job; the interpreter is this process's. Returns the run's
@@ -156,15 +182,25 @@ class Sandbox:
         payload = {"main.py": _b64(script)}
         for name, data in (files or {}).items():
             payload[name] = base64.b64encode(data).decode() if isinstance(data, bytes) else _b64(data)
-        step = {"kind": "exec", "argv": [bwrap.interpreter(), "main.py", *map(str, args)],
-                "limits": dataclasses.asdict(lim), "stdin": _b64(stdin) if stdin is not None else None}
+        step = {
+            "kind": "exec",
+            "argv": [bwrap.interpreter(), "main.py", *map(str, args)],
+            "limits": dataclasses.asdict(lim),
+            "stdin": _b64(stdin) if stdin is not None else None,
+        }
         resp = self._submit({"steps": [step], "files": payload, "collect": list(collect)}, lim.wall_s)
         got = {k: base64.b64decode(v) for k, v in (resp.get("collected") or {}).items()}
         return exec_result(resp["steps"][0], self.mechanism), got
 
-    def run_suite(self, driver: str, mode: str, runner_files: Mapping[str, str | bytes],
-                  cand_files: Mapping[str, str | bytes], timeout_s: float | None = None,
-                  limits: SandboxLimits | None = None) -> tuple[ExecResult, dict]:
+    def run_suite(
+        self,
+        driver: str,
+        mode: str,
+        runner_files: Mapping[str, str | bytes],
+        cand_files: Mapping[str, str | bytes],
+        timeout_s: float | None = None,
+        limits: SandboxLimits | None = None,
+    ) -> tuple[ExecResult, dict]:
         """An evaluation-suite job in two processes (docs/sandbox.md, *Evaluation harnesses*): the candidate
         imports ``cand_files["solution.py"]`` and serves requests; the trusted runner runs ``driver`` (source text
         of :mod:`codegrpo.eval.suite_driver`) in mode ``mode`` with ``runner_files`` in a directory only it can
@@ -174,14 +210,23 @@ class Sandbox:
         files = {}
         for side, group in (("tests", runner_files), ("cand", cand_files)):
             for name, data in group.items():
-                files[f"{side}/{name}"] = (base64.b64encode(data).decode() if isinstance(data, bytes)
-                                           else _b64(data))
+                files[f"{side}/{name}"] = base64.b64encode(data).decode() if isinstance(data, bytes) else _b64(data)
         step = {"kind": "suite", "mode": mode, "driver": _b64(driver), "limits": dataclasses.asdict(lim)}
         try:
             resp = self._submit({"steps": [step], "files": files, "collect": []}, lim.wall_s)
         except JobLost as exc:  # the job took its supervisor down on every attempt: it fails, the batch goes on
-            return (ExecResult(returncode=None, signal=None, timed_out=False, stdout="", stderr=str(exc)[-2000:],
-                               duration_s=0.0, mechanism=self.mechanism), {"supervisor_lost": str(exc)})
+            return (
+                ExecResult(
+                    returncode=None,
+                    signal=None,
+                    timed_out=False,
+                    stdout="",
+                    stderr=str(exc)[-2000:],
+                    duration_s=0.0,
+                    mechanism=self.mechanism,
+                ),
+                {"supervisor_lost": str(exc)},
+            )
         st = resp["steps"][0]
         res = exec_result(st, self.mechanism)
         rep = dict(st.get("report") or {})
@@ -189,24 +234,39 @@ class Sandbox:
             rep["write_failed"] = True
         return res, rep
 
-    def compile_c(self, source: str | os.PathLike, timeout_s: float | None = None,
-                  flags: Sequence[str] = ("-O0",), libs: Sequence[str] = ("-lm",),
-                  limits: SandboxLimits | None = None) -> CompileResult:
+    def compile_c(
+        self,
+        source: str | os.PathLike,
+        timeout_s: float | None = None,
+        flags: Sequence[str] = ("-O0",),
+        libs: Sequence[str] = ("-lm",),
+        limits: SandboxLimits | None = None,
+    ) -> CompileResult:
         """Compile C with ``gcc <flags> prog.c -o prog <libs>`` inside the sandbox; returns the binary bytes."""
         src = _read_source(source)
         lim = (limits or self.limits).with_timeout(timeout_s)
         argv = ["gcc", *flags, "prog.c", "-o", "prog", *libs]
-        req = {"steps": [{"kind": "exec", "argv": argv, "limits": dataclasses.asdict(lim)}],
-               "files": {"prog.c": _b64(src)}, "collect": ["prog"]}
+        req = {
+            "steps": [{"kind": "exec", "argv": argv, "limits": dataclasses.asdict(lim)}],
+            "files": {"prog.c": _b64(src)},
+            "collect": ["prog"],
+        }
         resp = self._submit(req, lim.wall_s)
         res = exec_result(resp["steps"][0], self.mechanism)
         binary = base64.b64decode(resp["collected"]["prog"]) if resp.get("collected", {}).get("prog") else None
         return CompileResult(ok=res.ok and binary is not None, binary=binary, result=res, command=argv)
 
-    def run_binary(self, program: str | bytes | os.PathLike, args: Sequence[str] = (),
-                   timeout_s: float | None = None, stdin: str | None = None,
-                   compile_timeout_s: float | None = None, limits: SandboxLimits | None = None,
-                   flags: Sequence[str] = ("-O0",), libs: Sequence[str] = ("-lm",)) -> ExecResult:
+    def run_binary(
+        self,
+        program: str | bytes | os.PathLike,
+        args: Sequence[str] = (),
+        timeout_s: float | None = None,
+        stdin: str | None = None,
+        compile_timeout_s: float | None = None,
+        limits: SandboxLimits | None = None,
+        flags: Sequence[str] = ("-O0",),
+        libs: Sequence[str] = ("-lm",),
+    ) -> ExecResult:
         """Run a C program in the sandbox; pass iff ``.ok`` (exit status 0, no timeout).
 
         ``program`` is C source text, a path to a ``.c`` file (compiled in the sandbox first with ``gcc -O0
@@ -218,8 +278,9 @@ class Sandbox:
         steps, files = [], {}
         if isinstance(program, bytes):
             files["prog"] = base64.b64encode(program).decode()
-        elif isinstance(program, os.PathLike) or (isinstance(program, str) and "\n" not in program
-                                                  and os.path.isfile(program)):
+        elif isinstance(program, os.PathLike) or (
+            isinstance(program, str) and "\n" not in program and os.path.isfile(program)
+        ):
             path = Path(program)
             data = path.read_bytes()
             if path.suffix == ".c":
@@ -229,10 +290,22 @@ class Sandbox:
         else:
             files["prog.c"] = _b64(str(program))
         if "prog.c" in files:
-            steps.append({"kind": "exec", "argv": ["gcc", *flags, "prog.c", "-o", "prog", *libs],
-                          "limits": dataclasses.asdict(clim)})
-        steps.append({"kind": "exec", "argv": ["./prog", *map(str, args)], "limits": dataclasses.asdict(lim),
-                      "stdin": _b64(stdin) if stdin is not None else None, "mode": 0o755})
+            steps.append(
+                {
+                    "kind": "exec",
+                    "argv": ["gcc", *flags, "prog.c", "-o", "prog", *libs],
+                    "limits": dataclasses.asdict(clim),
+                }
+            )
+        steps.append(
+            {
+                "kind": "exec",
+                "argv": ["./prog", *map(str, args)],
+                "limits": dataclasses.asdict(lim),
+                "stdin": _b64(stdin) if stdin is not None else None,
+                "mode": 0o755,
+            }
+        )
         resp = self._submit({"steps": steps, "files": files, "collect": []}, lim.wall_s + clim.wall_s)
         return exec_result(resp["steps"][-1], self.mechanism)
 
@@ -245,7 +318,6 @@ def _read_source(source: str | os.PathLike) -> str:
     if isinstance(source, os.PathLike) or ("\n" not in str(source) and os.path.isfile(str(source))):
         return Path(source).read_text(encoding="utf-8", errors="replace")
     return str(source)
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -307,10 +379,12 @@ def require_isolation(section: Mapping | None) -> None:
         return
     info = bwrap.sandbox_info()
     if info.mechanism != "bwrap":
-        raise SandboxError(f"sandbox.require_namespaces is true, but this machine's sandbox would run with "
-                           f"{info.mechanism} only ({info.reason}); install bubblewrap (Debian/Ubuntu: apt-get install "
-                           f"bubblewrap) and allow unprivileged user namespaces, or set sandbox.require_namespaces: "
-                           f"false to accept resource limits only")
+        raise SandboxError(
+            f"sandbox.require_namespaces is true, but this machine's sandbox would run with "
+            f"{info.mechanism} only ({info.reason}); install bubblewrap (Debian/Ubuntu: apt-get install "
+            f"bubblewrap) and allow unprivileged user namespaces, or set sandbox.require_namespaces: "
+            f"false to accept resource limits only"
+        )
 
 
 def make_sandbox(workers: int = 1, limits: Mapping | None = None) -> Sandbox:
@@ -321,21 +395,37 @@ def make_sandbox(workers: int = 1, limits: Mapping | None = None) -> Sandbox:
     return Sandbox(SandboxLimits.from_config(dict(limits or {})), mode="server", workers=max(1, int(workers)))
 
 
-def run_tests(solution_code: str, test_code: str, timeout_s: float | None = None,
-              limits: SandboxLimits | None = None, sandbox: Sandbox | None = None) -> PytestResult:
+def run_tests(
+    solution_code: str,
+    test_code: str,
+    timeout_s: float | None = None,
+    limits: SandboxLimits | None = None,
+    sandbox: Sandbox | None = None,
+) -> PytestResult:
     """Run KodCode-style tests (``test_solution.py`` importing ``solution``) on a solution, sandboxed."""
     return (sandbox or default_sandbox()).run_tests(solution_code, test_code, timeout_s, limits)
 
 
-def run_binary(program: str | bytes | os.PathLike, args: Sequence[str] = (), timeout_s: float | None = None,
-               stdin: str | None = None, limits: SandboxLimits | None = None,
-               sandbox: Sandbox | None = None, **kw: Any) -> ExecResult:
+def run_binary(
+    program: str | bytes | os.PathLike,
+    args: Sequence[str] = (),
+    timeout_s: float | None = None,
+    stdin: str | None = None,
+    limits: SandboxLimits | None = None,
+    sandbox: Sandbox | None = None,
+    **kw: Any,
+) -> ExecResult:
     """Compile (if given C source or a ``.c`` path) and run a C program sandboxed; pass iff ``.ok``."""
     return (sandbox or default_sandbox()).run_binary(program, args, timeout_s, stdin, limits=limits, **kw)
 
 
-def compile_c(source: str | os.PathLike, out_path: str | os.PathLike | None = None,
-              timeout_s: float | None = None, sandbox: Sandbox | None = None, **kw: Any) -> CompileResult:
+def compile_c(
+    source: str | os.PathLike,
+    out_path: str | os.PathLike | None = None,
+    timeout_s: float | None = None,
+    sandbox: Sandbox | None = None,
+    **kw: Any,
+) -> CompileResult:
     """Compile C in the sandbox; with ``out_path`` the binary is written there atomically (mode 0755)."""
     res = (sandbox or default_sandbox()).compile_c(source, timeout_s, **kw)
     if out_path is not None and res.binary is not None:

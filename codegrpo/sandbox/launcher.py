@@ -29,9 +29,14 @@ _STDERR_TAIL = 2000  # bytes of a dead supervisor's stderr quoted in the error
 
 
 def supervisor_env(interp: str, pidns: bool, private_uid: bool) -> dict[str, str]:
-    env = {"CODEGRPO_SANDBOX_UID": "1" if private_uid else "0", "PATH": f"{os.path.dirname(interp)}:{_SAFE_PATH}",
-           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "HOME": "/nonexistent"}
+    env = {
+        "CODEGRPO_SANDBOX_UID": "1" if private_uid else "0",
+        "PATH": f"{os.path.dirname(interp)}:{_SAFE_PATH}",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "HOME": "/nonexistent",
+    }
     if pidns:
         env["CODEGRPO_SANDBOX_PIDNS"] = "1"
     return env
@@ -58,8 +63,13 @@ class SupervisorProcess:
         """The supervisor's command line; refuses (SandboxError naming the path) what the sandbox cannot reach."""
         interp = bwrap.interpreter()
         files = {"Python interpreter": interp, **bwrap.SUPERVISOR_FILES}
-        py = [interp, "-I", bwrap.SUPERVISOR_FILES["sandbox supervisor"], "--oneshot" if self.oneshot else "--serve",
-              workspace]
+        py = [
+            interp,
+            "-I",
+            bwrap.SUPERVISOR_FILES["sandbox supervisor"],
+            "--oneshot" if self.oneshot else "--serve",
+            workspace,
+        ]
         if self.info.mechanism != "bwrap":
             for what, path in files.items():
                 if not os.path.exists(path):
@@ -83,8 +93,15 @@ class SupervisorProcess:
             raise
         self._stderr = tempfile.TemporaryFile(prefix="codegrpo-sbx-stderr-")
         env = supervisor_env(bwrap.interpreter(), self.info.mechanism == "bwrap", self.info.private_uid)
-        self.proc = popen_group(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
-                                cwd=self.workspace, close_fds=True)
+        self.proc = popen_group(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=self.workspace,
+            close_fds=True,
+        )
         self._buf = b""
 
     def alive(self) -> bool:

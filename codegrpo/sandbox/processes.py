@@ -44,7 +44,6 @@ def job_env(job_dir: str) -> dict[str, str]:
     }
 
 
-
 def proc_uid_pids(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is ``uid`` (a /proc scan)."""
     return proc_uids_pids({uid}).get(uid, [])
@@ -200,8 +199,7 @@ def set_limits(lim: dict, uid_switch: bool) -> None:
             resource.setrlimit(which, (soft, hard))
         except (ValueError, OSError):
             cur_soft, cur_hard = resource.getrlimit(which)
-            resource.setrlimit(which, (min(soft, cur_hard) if cur_hard != resource.RLIM_INFINITY else soft,
-                                       cur_hard))
+            resource.setrlimit(which, (min(soft, cur_hard) if cur_hard != resource.RLIM_INFINITY else soft, cur_hard))
 
     cpu = int(lim["cpu_s"])
     setl(resource.RLIMIT_CPU, cpu, cpu + 1)
@@ -218,7 +216,6 @@ def set_limits(lim: dict, uid_switch: bool) -> None:
     else:  # shared uid: allow the processes it already has plus the job's budget
         mine = len(proc_uid_pids(os.getuid()))
         setl(resource.RLIMIT_NPROC, mine + int(lim["nproc"]))
-
 
 
 _LIBC = None
@@ -273,7 +270,6 @@ def fork_part(uid: int | None, lim: dict, cwd: str, fds: dict[int, int], env: di
     os._exit(code)
 
 
-
 def wait_for(pid: int, deadline: float) -> tuple[bool, int | None]:
     """Wait for ``pid`` until ``deadline`` (monotonic); (timed out, wait status or None)."""
     try:
@@ -295,7 +291,6 @@ def wait_for(pid: int, deadline: float) -> tuple[bool, int | None]:
     finally:
         if pidfd is not None:
             os.close(pidfd)
-
 
 
 def cpu_exhausted(lim: dict, dt: float) -> bool:

@@ -43,8 +43,9 @@ if __package__:
 else:  # loaded by file path inside the sandbox
     import importlib.util as _ilu
 
-    _spec = _ilu.spec_from_file_location("_codegrpo_rpc", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                       "rpc.py"))
+    _spec = _ilu.spec_from_file_location(
+        "_codegrpo_rpc", os.path.join(os.path.dirname(os.path.abspath(__file__)), "rpc.py")
+    )
     rpc = _ilu.module_from_spec(_spec)
     sys.modules["_codegrpo_rpc"] = rpc
     _spec.loader.exec_module(rpc)
@@ -52,13 +53,46 @@ else:  # loaded by file path inside the sandbox
 # pytest plugins a KodCode test never needs (caches, reports to files, debugger, doctest collection ...);
 # leaving them out makes each run cheaper. Fixtures tests use (tmp_path, monkeypatch, capsys, caplog,
 # recwarn) stay available.
-_NO_PLUGINS = [a for name in ("cacheprovider", "stepwise", "unraisableexception", "threadexception",
-                              "pastebin", "junitxml", "doctest", "legacypath", "setuponly", "setupplan",
-                              "debugging", "faulthandler") for a in ("-p", f"no:{name}")]
+_NO_PLUGINS = [
+    a
+    for name in (
+        "cacheprovider",
+        "stepwise",
+        "unraisableexception",
+        "threadexception",
+        "pastebin",
+        "junitxml",
+        "doctest",
+        "legacypath",
+        "setuponly",
+        "setupplan",
+        "debugging",
+        "faulthandler",
+    )
+    for a in ("-p", f"no:{name}")
+]
 
-_PRELOAD_STDLIB = ("unittest", "doctest", "pdb", "typing", "collections", "itertools", "functools", "math", "re",
-                   "heapq", "bisect", "string", "random", "decimal", "fractions", "datetime", "timeit", "socket",
-                   "json")
+_PRELOAD_STDLIB = (
+    "unittest",
+    "doctest",
+    "pdb",
+    "typing",
+    "collections",
+    "itertools",
+    "functools",
+    "math",
+    "re",
+    "heapq",
+    "bisect",
+    "string",
+    "random",
+    "decimal",
+    "fractions",
+    "datetime",
+    "timeit",
+    "socket",
+    "json",
+)
 
 _WRITE_ERROR = False
 
@@ -91,9 +125,23 @@ class Reporter:
 
 
 def pytest_args(tests_dir: str) -> list[str]:
-    return ["-q", *_NO_PLUGINS, "--rootdir", tests_dir, "--confcutdir", tests_dir, "--noconftest",
-            "-c", os.path.join(tests_dir, ".pytest.ini"), "-o", "addopts=", "--capture=no",
-            "-W", "ignore::DeprecationWarning", os.path.join(tests_dir, "test_solution.py")]
+    return [
+        "-q",
+        *_NO_PLUGINS,
+        "--rootdir",
+        tests_dir,
+        "--confcutdir",
+        tests_dir,
+        "--noconftest",
+        "-c",
+        os.path.join(tests_dir, ".pytest.ini"),
+        "-o",
+        "addopts=",
+        "--capture=no",
+        "-W",
+        "ignore::DeprecationWarning",
+        os.path.join(tests_dir, "test_solution.py"),
+    ]
 
 
 def write_ini(tests_dir: str) -> None:

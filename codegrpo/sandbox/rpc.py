@@ -53,7 +53,8 @@ else:  # loaded by file path inside the sandbox (pytest_driver): the parts likew
 
     for _part in PARTS:
         _spec = importlib.util.spec_from_file_location(
-            f"_codegrpo_{_part}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{_part}.py"))
+            f"_codegrpo_{_part}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{_part}.py")
+        )
         _mod = importlib.util.module_from_spec(_spec)
         sys.modules[_spec.name] = _mod
         _spec.loader.exec_module(_mod)
@@ -70,9 +71,22 @@ SolutionObject = rpc_proxy.SolutionObject
 PeerObject = rpc_proxy.PeerObject
 Endpoint = rpc_endpoint.Endpoint
 
-__all__ = ["ALLOWED_EXCEPTIONS", "MAX_MESSAGE", "MAX_OUTPUT", "STD_MODULES", "ProtocolError", "SolutionDied",
-           "SolutionObject", "PeerObject", "Endpoint", "serve_candidate", "SolutionModule", "connect_runner",
-           "solution_module", "ping"]
+__all__ = [
+    "ALLOWED_EXCEPTIONS",
+    "MAX_MESSAGE",
+    "MAX_OUTPUT",
+    "STD_MODULES",
+    "ProtocolError",
+    "SolutionDied",
+    "SolutionObject",
+    "PeerObject",
+    "Endpoint",
+    "serve_candidate",
+    "SolutionModule",
+    "connect_runner",
+    "solution_module",
+    "ping",
+]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -128,7 +142,6 @@ class _CandidateEndpoint(Endpoint):
         out["err"] = self.cap_err.take()
 
 
-
 def serve_candidate(fd: int, cand_dir: str) -> int:
     """Runs in the candidate process: import ``solution`` from ``cand_dir``, tell the runner its names, serve."""
     import importlib
@@ -140,8 +153,9 @@ def serve_candidate(fd: int, cand_dir: str) -> int:
     try:
         mod = importlib.import_module("solution")
     except BaseException as exc:  # noqa: BLE001  (SystemExit, MemoryError ... all mean "did not execute")
-        ep.send({"import_error": f"{type(exc).__name__}: {exc}"[:2000], "out": ep.cap_out.take(),
-                 "err": ep.cap_err.take()})
+        ep.send(
+            {"import_error": f"{type(exc).__name__}: {exc}"[:2000], "out": ep.cap_out.take(), "err": ep.cap_err.take()}
+        )
         return 3
     h = ep.lend(mod)
     names = getattr(mod, "__all__", None)
@@ -155,8 +169,15 @@ def serve_candidate(fd: int, cand_dir: str) -> int:
             values[n] = ep.encode(vars(mod)[n])
         except Exception:  # noqa: BLE001
             continue
-    ep.send({"hello": h, "all": [str(n) for n in names], "values": values, "out": ep.cap_out.take(),
-             "err": ep.cap_err.take()})
+    ep.send(
+        {
+            "hello": h,
+            "all": [str(n) for n in names],
+            "values": values,
+            "out": ep.cap_out.take(),
+            "err": ep.cap_err.take(),
+        }
+    )
     while True:
         try:
             msg = ep.recv()

@@ -206,13 +206,11 @@ class Endpoint:
             if isinstance(v, str):
                 return str.__str__(v)
             if isinstance(v, complex):
-                return {"t": "complex", "v": [complex.__getattribute__(v, "real"),
-                                              complex.__getattribute__(v, "imag")]}
+                return {"t": "complex", "v": [complex.__getattribute__(v, "real"), complex.__getattribute__(v, "imag")]}
             if isinstance(v, (bytes, bytearray)):
                 return {"t": "bytes" if isinstance(v, bytes) else "bytearray", "v": bytes(v).hex()}
             if isinstance(v, collections.deque):
-                return {"t": "deque", "v": [self.encode(x, seen) for x in collections.deque.__iter__(v)],
-                        "m": v.maxlen}
+                return {"t": "deque", "v": [self.encode(x, seen) for x in collections.deque.__iter__(v)], "m": v.maxlen}
             if isinstance(v, dict):
                 items = [[self.encode(k, seen), self.encode(x, seen)] for k, x in dict.items(v)]
                 if isinstance(v, collections.Counter):
@@ -235,8 +233,10 @@ class Endpoint:
             if t is range:
                 return {"t": "range", "v": [self.encode(v.start), self.encode(v.stop), self.encode(v.step)]}
             if t is slice:
-                return {"t": "slice", "v": [self.encode(v.start, seen), self.encode(v.stop, seen),
-                                            self.encode(v.step, seen)]}
+                return {
+                    "t": "slice",
+                    "v": [self.encode(v.start, seen), self.encode(v.stop, seen), self.encode(v.step, seen)],
+                }
             if isinstance(v, decimal.Decimal):
                 return {"t": "Decimal", "v": decimal.Decimal.__str__(v)}
             if isinstance(v, fractions.Fraction):
@@ -256,8 +256,11 @@ class Endpoint:
             if isinstance(name, str) and name in rules.STD_MODULES:
                 return {"t": "mod", "v": name}
         if isinstance(v, type) and issubclass(v, BaseException):
-            bases = [c.__name__ for c in v.__mro__ if c.__name__ in rules.ALLOWED_EXCEPTIONS
-                     and rules.ALLOWED_EXCEPTIONS[c.__name__] is c]
+            bases = [
+                c.__name__
+                for c in v.__mro__
+                if c.__name__ in rules.ALLOWED_EXCEPTIONS and rules.ALLOWED_EXCEPTIONS[c.__name__] is c
+            ]
             if v.__name__ in rules.ALLOWED_EXCEPTIONS and rules.ALLOWED_EXCEPTIONS[v.__name__] is v:
                 return {"t": "bexc", "v": v.__name__}
             return {"t": "exc", "v": self.lend(v), "name": str(v.__name__)[:200], "bases": bases[:1]}
@@ -266,15 +269,39 @@ class Endpoint:
             qual = getattr(v, "__qualname__", None)
             if mod in rules.STD_MODULES and isinstance(qual, str) and "<" not in qual:
                 return {"t": "std", "m": mod, "q": qual}
-            if (mod == "builtins" and getattr(builtins, str(qual), None) is v and not str(qual).startswith("_")
-                    and qual not in rules.BUILTINS_NOT_SHARED):
+            if (
+                mod == "builtins"
+                and getattr(builtins, str(qual), None) is v
+                and not str(qual).startswith("_")
+                and qual not in rules.BUILTINS_NOT_SHARED
+            ):
                 return {"t": "std", "m": "builtins", "q": qual}
         return {"t": "h", "v": self.lend(v), "k": "callable" if callable(v) else ""}
 
     def encode_data(self, obj):
         """The plain value of ``obj`` for a comparison (no handles); ``{"t": "none"}`` when it has none."""
-        if isinstance(obj, (list, tuple, dict, set, frozenset, int, float, str, bytes, bytearray, complex,
-                            collections.deque, decimal.Decimal, fractions.Fraction)) or obj is None:
+        if (
+            isinstance(
+                obj,
+                (
+                    list,
+                    tuple,
+                    dict,
+                    set,
+                    frozenset,
+                    int,
+                    float,
+                    str,
+                    bytes,
+                    bytearray,
+                    complex,
+                    collections.deque,
+                    decimal.Decimal,
+                    fractions.Fraction,
+                ),
+            )
+            or obj is None
+        ):
             try:
                 enc = self.encode(obj)
                 if not rules.has_handle(enc):
@@ -320,8 +347,7 @@ class Endpoint:
         if t == "frozenset":
             return frozenset(self.decode(e) for e in rules.expect_list(x))
         if t in ("dict", "Counter", "OrderedDict", "defaultdict"):
-            pairs = [(self.decode(k), self.decode(e))
-                     for k, e in (rules.expect_pair(p) for p in rules.expect_list(x))]
+            pairs = [(self.decode(k), self.decode(e)) for k, e in (rules.expect_pair(p) for p in rules.expect_list(x))]
             if t == "dict":
                 return dict(pairs)
             if t == "Counter":
@@ -329,12 +355,20 @@ class Endpoint:
             if t == "OrderedDict":
                 return collections.OrderedDict(pairs)
             fac = v.get("f")
-            factory = {n: getattr(builtins, n) for n in ("int", "list", "set", "dict", "str", "float", "tuple",
-                                                         "frozenset", "bool")}.get(fac) if fac else None
+            factory = (
+                {
+                    n: getattr(builtins, n)
+                    for n in ("int", "list", "set", "dict", "str", "float", "tuple", "frozenset", "bool")
+                }.get(fac)
+                if fac
+                else None
+            )
             return collections.defaultdict(factory, pairs)
         if t == "deque":
             m = v.get("m")
-            return collections.deque((self.decode(e) for e in rules.expect_list(x)), m if type(m) is int and m >= 0 else None)
+            return collections.deque(
+                (self.decode(e) for e in rules.expect_list(x)), m if type(m) is int and m >= 0 else None
+            )
         if t == "complex":
             re_, im = rules.expect_list(x)[:2]
             if type(re_) not in (int, float) or type(im) not in (int, float):
@@ -404,8 +438,11 @@ class Endpoint:
             raise rules.ProtocolError("bad handle")
         cls = self.exc_classes.get(h)
         if cls is None:
-            bases = [rules.ALLOWED_EXCEPTIONS[b] for b in rules.expect_list(v.get("bases", [])) if type(b) is str
-                     and b in rules.ALLOWED_EXCEPTIONS][:1] or [Exception]
+            bases = [
+                rules.ALLOWED_EXCEPTIONS[b]
+                for b in rules.expect_list(v.get("bases", []))
+                if type(b) is str and b in rules.ALLOWED_EXCEPTIONS
+            ][:1] or [Exception]
             name = rules.expect_str(v.get("name", "SolutionError"))[:200] or "SolutionError"
             cls = type(name, tuple(bases), {"_cg_ep": self, "_cg_h": h, "__module__": "solution"})
             self.exc_classes[h] = cls
@@ -415,8 +452,11 @@ class Endpoint:
         if not isinstance(e, dict):
             raise rules.ProtocolError("bad exception")
         cls = self.decode(e.get("cls"))
-        if not (isinstance(cls, type) and issubclass(cls, Exception)
-                and (cls in rules.ALLOWED_EXCEPTIONS.values() or getattr(cls, "_cg_ep", None) is self)):
+        if not (
+            isinstance(cls, type)
+            and issubclass(cls, Exception)
+            and (cls in rules.ALLOWED_EXCEPTIONS.values() or getattr(cls, "_cg_ep", None) is self)
+        ):
             if self.trusted:
                 raise rules.ProtocolError("exception class not allowed")
             cls = RuntimeError
@@ -436,4 +476,3 @@ class Endpoint:
         if "exc" in rep:
             self.raise_exc(rep["exc"])
         return self.decode(rep.get("ok"))
-

@@ -38,8 +38,9 @@ class Remote:
 
     def __instancecheck__(self, obj):
         ep = object.__getattribute__(self, "_ep")
-        return bool(ep.op({"op": "isinstance", "h": object.__getattribute__(self, "_h"),
-                           "value": ep.encode(obj)})) is True
+        return (
+            bool(ep.op({"op": "isinstance", "h": object.__getattribute__(self, "_h"), "value": ep.encode(obj)})) is True
+        )
 
     def __eq__(self, other):
         return _compare(self, "__eq__", other)
@@ -67,8 +68,12 @@ class Remote:
 
     def __call__(self, *args, **kwargs):
         ep = object.__getattribute__(self, "_ep")
-        msg = {"op": "call", "h": object.__getattribute__(self, "_h"), "args": [ep.encode(a) for a in args],
-               "kwargs": {str(k): ep.encode(v) for k, v in kwargs.items()}}
+        msg = {
+            "op": "call",
+            "h": object.__getattribute__(self, "_h"),
+            "args": [ep.encode(a) for a in args],
+            "kwargs": {str(k): ep.encode(v) for k, v in kwargs.items()},
+        }
         rep = ep.request(msg)
         if ep.out_hook is not None:
             ep.out_hook(rep.get("out"), rep.get("err"))
@@ -146,8 +151,18 @@ def _make_forwarder(name):
     return f
 
 
-for _n in ("__getitem__", "__setitem__", "__delitem__", "__neg__", "__pos__", "__abs__", "__invert__",
-           "__reversed__", "__round__", "__format__"):
+for _n in (
+    "__getitem__",
+    "__setitem__",
+    "__delitem__",
+    "__neg__",
+    "__pos__",
+    "__abs__",
+    "__invert__",
+    "__reversed__",
+    "__round__",
+    "__format__",
+):
     setattr(Remote, _n, _make_forwarder(_n))
 for _n in rules.BINARY:
     setattr(Remote, f"__{_n}__", _make_forwarder(f"__{_n}__"))
@@ -160,11 +175,11 @@ class SolutionObject(Remote):
     __slots__ = ()
 
 
-
 def _dunder(self, name, *args):
     ep = object.__getattribute__(self, "_ep")
-    return ep.op({"op": "dunder", "h": object.__getattribute__(self, "_h"), "name": name,
-                  "args": [ep.encode(a) for a in args]})
+    return ep.op(
+        {"op": "dunder", "h": object.__getattribute__(self, "_h"), "name": name, "args": [ep.encode(a) for a in args]}
+    )
 
 
 def _plain_value(self):
@@ -229,8 +244,6 @@ def _merge(orig, new) -> None:
         orig[:] = new
 
 
-
-
 class PeerObject(Remote):
     """Candidate side: an object of the runner given to the solution (a callback, a test's own object)."""
 
@@ -258,7 +271,6 @@ class PeerObject(Remote):
         return bool(_dunder(self, "__contains__", item))
 
     __hash__ = Remote.__hash__
-
 
 
 def has_proxy(v) -> bool:

@@ -19,17 +19,48 @@ MAX_OUTPUT = 1 << 20  # characters of captured output per reply
 
 # Exceptions that may come back from the solution (builtin, subclasses of Exception, none of pytest's).
 ALLOWED_EXCEPTIONS = {
-    name: obj for name, obj in vars(builtins).items()
-    if isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, (StopAsyncIteration,))
+    name: obj
+    for name, obj in vars(builtins).items()
+    if isinstance(obj, type)
+    and issubclass(obj, Exception)
+    and not issubclass(obj, (StopAsyncIteration,))
     and not name.startswith("_")
 }
 
 # Standard-library modules whose functions and classes the runner uses itself when the solution exports them
 # (``from collections import Counter`` in the solution, ``Counter(...)`` in the test): pure computation only.
-STD_MODULES = frozenset({"math", "cmath", "collections", "itertools", "functools", "heapq", "bisect", "string",
-                         "re", "datetime", "decimal", "fractions", "typing", "operator", "statistics", "copy",
-                         "numbers", "array", "json", "random", "enum", "dataclasses", "abc", "queue",
-                         "collections.abc", "textwrap", "unicodedata", "calendar"})
+STD_MODULES = frozenset(
+    {
+        "math",
+        "cmath",
+        "collections",
+        "itertools",
+        "functools",
+        "heapq",
+        "bisect",
+        "string",
+        "re",
+        "datetime",
+        "decimal",
+        "fractions",
+        "typing",
+        "operator",
+        "statistics",
+        "copy",
+        "numbers",
+        "array",
+        "json",
+        "random",
+        "enum",
+        "dataclasses",
+        "abc",
+        "queue",
+        "collections.abc",
+        "textwrap",
+        "unicodedata",
+        "calendar",
+    }
+)
 
 
 class ProtocolError(Exception):
@@ -78,8 +109,26 @@ def has_handle(enc) -> bool:
     return False
 
 
-BUILTINS_NOT_SHARED = frozenset({"exec", "eval", "compile", "open", "__import__", "breakpoint", "input", "exit",
-                                  "quit", "globals", "locals", "vars", "setattr", "delattr", "getattr", "help"})
+BUILTINS_NOT_SHARED = frozenset(
+    {
+        "exec",
+        "eval",
+        "compile",
+        "open",
+        "__import__",
+        "breakpoint",
+        "input",
+        "exit",
+        "quit",
+        "globals",
+        "locals",
+        "vars",
+        "setattr",
+        "delattr",
+        "getattr",
+        "help",
+    }
+)
 
 
 def std_object(mod: str, qual: str):
@@ -100,7 +149,6 @@ def std_object(mod: str, qual: str):
     return obj
 
 
-
 class NoData:
     def __repr__(self) -> str:
         return "<no plain value>"
@@ -110,15 +158,35 @@ NO_DATA = NoData()
 
 
 # Operators forwarded to the object that lives on the other side (both directions).
-FORWARDED = ("__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__", "__call__",
-              "__bool__", "__hash__", "__repr__", "__str__", "__int__", "__float__", "__index__", "__neg__",
-              "__pos__", "__abs__", "__invert__", "__reversed__", "__enter__", "__exit__", "__round__",
-              "__format__", "__contains__")
-BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
-           "rshift")
+FORWARDED = (
+    "__len__",
+    "__iter__",
+    "__next__",
+    "__getitem__",
+    "__setitem__",
+    "__delitem__",
+    "__call__",
+    "__bool__",
+    "__hash__",
+    "__repr__",
+    "__str__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "__neg__",
+    "__pos__",
+    "__abs__",
+    "__invert__",
+    "__reversed__",
+    "__enter__",
+    "__exit__",
+    "__round__",
+    "__format__",
+    "__contains__",
+)
+BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift")
 COMPARE = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
-ALL_DUNDERS = frozenset(FORWARDED + COMPARE + tuple(f"__{n}__" for n in BINARY)
-                         + tuple(f"__r{n}__" for n in BINARY))
+ALL_DUNDERS = frozenset(FORWARDED + COMPARE + tuple(f"__{n}__" for n in BINARY) + tuple(f"__r{n}__" for n in BINARY))
 
 
 def apply_dunder(target, name: str, args: list):
@@ -126,10 +194,23 @@ def apply_dunder(target, name: str, args: list):
         raise ProtocolError(f"operator {name!r} not allowed")
     import operator
 
-    simple = {"__len__": len, "__iter__": iter, "__next__": next, "__bool__": bool, "__hash__": hash,
-              "__repr__": repr, "__str__": str, "__int__": int, "__float__": float, "__index__": operator.index,
-              "__neg__": operator.neg, "__pos__": operator.pos, "__abs__": abs, "__invert__": operator.invert,
-              "__reversed__": reversed}
+    simple = {
+        "__len__": len,
+        "__iter__": iter,
+        "__next__": next,
+        "__bool__": bool,
+        "__hash__": hash,
+        "__repr__": repr,
+        "__str__": str,
+        "__int__": int,
+        "__float__": float,
+        "__index__": operator.index,
+        "__neg__": operator.neg,
+        "__pos__": operator.pos,
+        "__abs__": abs,
+        "__invert__": operator.invert,
+        "__reversed__": reversed,
+    }
     if name in simple:
         return simple[name](target)
     if name == "__contains__":
@@ -171,4 +252,3 @@ def check_peer_op(op, msg) -> None:
             raise ProtocolError("operator not allowed")
     elif op not in ("call", "data"):
         raise ProtocolError(f"operation {op!r} not allowed")
-

@@ -86,7 +86,6 @@ def _read_text(path: str, limit: int) -> str:
     return text + TRUNC_MARK if len(data) > limit else text
 
 
-
 def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dict:
     lim = step["limits"]
     out_path, err_path = os.path.join(job_dir, ".stdout"), os.path.join(job_dir, ".stderr")
@@ -164,10 +163,15 @@ def _run_step(job_dir: str, uid: int | None, step: dict, preloaded: bool) -> dic
     rc, sig, out_of_cpu = processes.outcome(status, lim, dt)
     timed_out = timed_out or out_of_cpu
     out_limit = int(lim["output_bytes"])
-    res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
-           "stdout": _read_text(out_path, out_limit), "stderr": _read_text(err_path, out_limit)}
+    res = {
+        "returncode": rc,
+        "signal": sig,
+        "timed_out": timed_out,
+        "duration_s": dt,
+        "stdout": _read_text(out_path, out_limit),
+        "stderr": _read_text(err_path, out_limit),
+    }
     return res
-
 
 
 def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: dict, files: dict) -> dict:
@@ -186,8 +190,10 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
     os.mkdir(work_dir)
     os.chmod(work_dir, 0o1777)  # the shared working directory (files the tests hand to the solution)
     if step["kind"] == "pytest":
-        placed = [(tests_dir, "test_solution.py", files.get("test_solution.py", "")),
-                  (cand_dir, "solution.py", files.get("solution.py", ""))]
+        placed = [
+            (tests_dir, "test_solution.py", files.get("test_solution.py", "")),
+            (cand_dir, "solution.py", files.get("solution.py", "")),
+        ]
     else:  # "suite": ``tests/NAME`` for the runner's directory, ``cand/NAME`` for the solution's
         placed = []
         for key, b64 in files.items():
@@ -221,17 +227,25 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
     pids = []
     try:
         cfd = [os.open(outs[(cand_dir, n)], os.O_WRONLY | os.O_TRUNC) for n in (".stdout", ".stderr")]
-        cand = processes.fork_part(uid_c, lim, work_dir, {0: null, 1: cfd[0], 2: cfd[1], 3: s_cand.fileno()}, env,
-                          lambda: pytest_driver.candidate_child(cand_dir))
+        cand = processes.fork_part(
+            uid_c,
+            lim,
+            work_dir,
+            {0: null, 1: cfd[0], 2: cfd[1], 3: s_cand.fileno()},
+            env,
+            lambda: pytest_driver.candidate_child(cand_dir),
+        )
         pids.append((uid_c, cand))
         rfd = [os.open(outs[(tests_dir, n)], os.O_WRONLY | os.O_TRUNC) for n in (".stdout", ".stderr")]
         if step["kind"] == "pytest":
             body = lambda: pytest_driver.runner_child(tests_dir)
         else:  # the suite driver's trusted side, from the request's source (never from a file the job can reach)
-            body = lambda: pytest_driver.driver_child(tests_dir, base64.b64decode(step["driver"]).decode(),
-                                                      str(step["mode"]))
-        runner = processes.fork_part(uid_t, lim, work_dir, {0: null, 1: rfd[0], 2: rfd[1], 3: rep_fd, 4: s_run.fileno()},
-                            env, body)
+            body = lambda: pytest_driver.driver_child(
+                tests_dir, base64.b64decode(step["driver"]).decode(), str(step["mode"])
+            )
+        runner = processes.fork_part(
+            uid_t, lim, work_dir, {0: null, 1: rfd[0], 2: rfd[1], 3: rep_fd, 4: s_run.fileno()}, env, body
+        )
         pids.append((uid_t, runner))
         for fd in cfd + rfd:
             os.close(fd)
@@ -256,20 +270,29 @@ def _run_pytest_step(job_dir: str, uids: tuple[int | None, int | None], step: di
     dt = time.monotonic() - t0
     rc, sig, out_of_cpu = processes.outcome(status, lim, dt)
     timed_out = timed_out or out_of_cpu
-    if (cand_status is not None and os.WIFSIGNALED(cand_status) and sig is None
-            and (early or os.WTERMSIG(cand_status) != signal.SIGKILL)):
+    if (
+        cand_status is not None
+        and os.WIFSIGNALED(cand_status)
+        and sig is None
+        and (early or os.WTERMSIG(cand_status) != signal.SIGKILL)
+    ):
         sig, rc = os.WTERMSIG(cand_status), None  # the solution's process was ended by a limit (SIGXCPU ...)
         if sig == signal.SIGXCPU:
             timed_out = True  # the solution spun until the CPU limit
     out_limit = int(lim["output_bytes"])
     out = _read_text(outs[(tests_dir, ".stdout")], out_limit)
     err = _read_text(outs[(tests_dir, ".stderr")], out_limit)
-    res = {"returncode": rc, "signal": sig, "timed_out": timed_out, "duration_s": dt,
-           "stdout": out, "stderr": err[: 2 * out_limit],
-           "report": _parse_report_fd(rep_fd)}
+    res = {
+        "returncode": rc,
+        "signal": sig,
+        "timed_out": timed_out,
+        "duration_s": dt,
+        "stdout": out,
+        "stderr": err[: 2 * out_limit],
+        "report": _parse_report_fd(rep_fd),
+    }
     os.close(rep_fd)
     return res
-
 
 
 def _parse_report_fd(fd: int) -> dict:
@@ -296,23 +319,31 @@ def _parse_report_fd(fd: int) -> dict:
             continue
         if "test" in obj and isinstance(obj["test"], list) and len(obj["test"]) == 2:
             rep["tests"].append([str(obj["test"][0]), bool(obj["test"][1])])
-        for key in ("hello", "collected", "collect_error", "import_error", "alive", "protocol_errors", "done",
-                    "verdict"):
+        for key in (
+            "hello",
+            "collected",
+            "collect_error",
+            "import_error",
+            "alive",
+            "protocol_errors",
+            "done",
+            "verdict",
+        ):
             if key in obj:
                 rep[key] = obj[key]
     return rep
 
 
-
 def _handle(workspace: str, req: dict, counter: int, preloaded: bool) -> dict:
     private = os.geteuid() == 0 and os.environ.get("CODEGRPO_SANDBOX_UID") == "1"
-    job_dir = os.path.join(workspace, "job")  # one job at a time per supervisor; a fixed path (see pytest_driver.prepare_session)
+    job_dir = os.path.join(
+        workspace, "job"
+    )  # one job at a time per supervisor; a fixed path (see pytest_driver.prepare_session)
     if [s["kind"] for s in req["steps"]] in (["pytest"], ["suite"]):
         os.mkdir(job_dir, 0o711)
         try:
             uids = tuple(processes.new_uids(2)) if private else (None, None)
-            return {"steps": [_run_pytest_step(job_dir, uids, req["steps"][0], req.get("files", {}))],
-                    "collected": {}}
+            return {"steps": [_run_pytest_step(job_dir, uids, req["steps"][0], req.get("files", {}))], "collected": {}}
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
     uid = processes.new_uid() if private else None
@@ -382,8 +413,12 @@ def _serve(workspace: str, oneshot: bool) -> None:
             rid = req.get("rid")
             resp = _handle(workspace, req, counter, preloaded)
         except Exception as exc:  # noqa: BLE001
-            resp = {"steps": [{"error": f"{type(exc).__name__}: {exc}", "returncode": None, "signal": None,
-                               "timed_out": False}], "collected": {}}
+            resp = {
+                "steps": [
+                    {"error": f"{type(exc).__name__}: {exc}", "returncode": None, "signal": None, "timed_out": False}
+                ],
+                "collected": {},
+            }
         resp["rid"] = rid  # the request's id: the host drops a supervisor whose reply carries another
         wout.write((json.dumps(resp) + "\n").encode())
         wout.flush()

@@ -10,8 +10,16 @@ import dataclasses
 from dataclasses import dataclass, field
 
 # Guards of the pytest harness (docs/sandbox.md, *Guards*): when one fires the sample scores 0.
-HACK_GUARDS = ("extra_test_ids", "missing_test_ids", "unknown_test_ids", "truncated_report", "report_write_error",
-               "canary", "supervisor_lost", "protocol_violation")
+HACK_GUARDS = (
+    "extra_test_ids",
+    "missing_test_ids",
+    "unknown_test_ids",
+    "truncated_report",
+    "report_write_error",
+    "canary",
+    "supervisor_lost",
+    "protocol_violation",
+)
 
 __all__ = ["HACK_GUARDS", "SandboxLimits", "PytestResult", "ExecResult", "CompileResult", "SandboxInfo", "SandboxError"]
 

@@ -27,14 +27,16 @@ def canary_test(name: str) -> str:
     """A test appended to the runner's copy of the test file that must fail: it compares what the solution
     exports with a fresh object. It passes only if the runner's comparisons or its reporting were subverted.
     It fails through ``pytest.fail(pytrace=False)``: no traceback to format, so it costs next to nothing."""
-    return (f"\n\ndef {name}():\n"
-            "    import pytest as _cg_pytest\n"
-            "    import solution as _cg_m\n"
-            "    class _CgNothing:\n"
-            "        pass\n"
-            "    _cg_x = _CgNothing()\n"
-            "    if not any(getattr(_cg_m, _n, None) == _cg_x for _n in list(_cg_m.__all__)[:8]):\n"
-            "        _cg_pytest.fail('canary', pytrace=False)\n")
+    return (
+        f"\n\ndef {name}():\n"
+        "    import pytest as _cg_pytest\n"
+        "    import solution as _cg_m\n"
+        "    class _CgNothing:\n"
+        "        pass\n"
+        "    _cg_x = _CgNothing()\n"
+        "    if not any(getattr(_cg_m, _n, None) == _cg_x for _n in list(_cg_m.__all__)[:8]):\n"
+        "        _cg_pytest.fail('canary', pytrace=False)\n"
+    )
 
 
 def test_function_names(test_code: str) -> tuple[set[str], set[str]]:
@@ -78,8 +80,11 @@ def count_test_functions(test_code: str) -> int:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             n += 1
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            n += sum(1 for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and b.name.startswith("test"))
+            n += sum(
+                1
+                for b in node.body
+                if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name.startswith("test")
+            )
     return n
 
 
@@ -131,20 +136,37 @@ def pytest_result(step: dict, test_code: str, dt: float, mech: str, canary: str 
         executed = False
     total = len(test_items) if (test_items and not collection_error) else max(count_test_functions(test_code), 1)
     counted = not (collection_error or not hello or hack is not None)
-    per_test = tuple((nid, bool(counted and outcomes.get(nid, False))) for nid in test_items) \
-        if not collection_error else ()
+    per_test = (
+        tuple((nid, bool(counted and outcomes.get(nid, False))) for nid in test_items) if not collection_error else ()
+    )
     err = rep.get("import_error") if isinstance(rep.get("import_error"), str) else step.get("error")
     if hack is not None:
         err = f"harness guard fired: {hack}" + (f" ({err})" if err else "")
-    return PytestResult(executed=executed, passed=passed, total=total, timed_out=timed_out,
-                        collection_error=collection_error, error=err,
-                        stdout=step.get("stdout", ""), stderr=step.get("stderr", ""), duration_s=dt, mechanism=mech,
-                        returncode=step.get("returncode"), signal=step.get("signal"), hack=hack,
-                        outcomes=per_test)
+    return PytestResult(
+        executed=executed,
+        passed=passed,
+        total=total,
+        timed_out=timed_out,
+        collection_error=collection_error,
+        error=err,
+        stdout=step.get("stdout", ""),
+        stderr=step.get("stderr", ""),
+        duration_s=dt,
+        mechanism=mech,
+        returncode=step.get("returncode"),
+        signal=step.get("signal"),
+        hack=hack,
+        outcomes=per_test,
+    )
 
 
 def exec_result(step: dict, mech: str) -> ExecResult:
-    return ExecResult(returncode=step.get("returncode"), signal=step.get("signal"),
-                      timed_out=bool(step.get("timed_out")), stdout=step.get("stdout", ""),
-                      stderr=step.get("stderr", "") + (f"\n[sandbox] {step['error']}" if step.get("error") else ""),
-                      duration_s=float(step.get("duration_s", 0.0)), mechanism=mech)
+    return ExecResult(
+        returncode=step.get("returncode"),
+        signal=step.get("signal"),
+        timed_out=bool(step.get("timed_out")),
+        stdout=step.get("stdout", ""),
+        stderr=step.get("stderr", "") + (f"\n[sandbox] {step['error']}" if step.get("error") else ""),
+        duration_s=float(step.get("duration_s", 0.0)),
+        mechanism=mech,
+    )

@@ -21,31 +21,84 @@ import os
 from typing import Iterable, Sequence
 
 from codegrpo.tables.common import (
-    LEVELS, OURS, PUBLISHED, PUBLISHED_PATH, Table, label, load_published, load_results, prov, subset_note,
+    LEVELS,
+    OURS,
+    PUBLISHED,
+    PUBLISHED_PATH,
+    Table,
+    label,
+    load_published,
+    load_results,
+    prov,
+    subset_note,
 )
 from codegrpo.tables.seeds import MeanStd, SEED_RE, merge_seed_rows, split_seed
 from codegrpo.tables.writers import FORMATS, tex_escape, to_csv, to_html, to_latex, to_markdown, write_table
 from codegrpo.tables.paper import (
-    BENCH_COLUMNS, DEC_BENCHMARKS, OWN_BENCH_TITLES, PAPER_SIX, PROTOCOL_NOTES, protocol_cell,
-    protocol_notes, reexec_columns, table_ablation, table_dhrcl, table_identifier, table_reexec,
+    BENCH_COLUMNS,
+    DEC_BENCHMARKS,
+    OWN_BENCH_TITLES,
+    PAPER_SIX,
+    PROTOCOL_NOTES,
+    protocol_cell,
+    protocol_notes,
+    reexec_columns,
+    table_ablation,
+    table_dhrcl,
+    table_identifier,
+    table_reexec,
 )
 from codegrpo.tables.efficiency import EFFICIENCY_COLUMNS, table_efficiency
 
 __all__ = [
-    'BENCH_COLUMNS', 'DEC_BENCHMARKS', 'EFFICIENCY_COLUMNS', 'FORMATS', 'LEVELS', 'MeanStd', 'OURS',
-    'OWN_BENCH_TITLES', 'PAPER_SIX', 'PROTOCOL_NOTES', 'PUBLISHED', 'PUBLISHED_PATH', 'SEED_RE',
-    'TABLE_NAMES', 'Table', 'build_tables', 'label', 'load_published', 'load_results', 'merge_seed_rows',
-    'protocol_cell', 'protocol_notes', 'prov', 'reexec_columns', 'split_seed', 'subset_note',
-    'table_ablation', 'table_dhrcl', 'table_efficiency', 'table_identifier', 'table_reexec', 'tex_escape',
-    'to_csv', 'to_html', 'to_latex', 'to_markdown', 'write_table',
+    "BENCH_COLUMNS",
+    "DEC_BENCHMARKS",
+    "EFFICIENCY_COLUMNS",
+    "FORMATS",
+    "LEVELS",
+    "MeanStd",
+    "OURS",
+    "OWN_BENCH_TITLES",
+    "PAPER_SIX",
+    "PROTOCOL_NOTES",
+    "PUBLISHED",
+    "PUBLISHED_PATH",
+    "SEED_RE",
+    "TABLE_NAMES",
+    "Table",
+    "build_tables",
+    "label",
+    "load_published",
+    "load_results",
+    "merge_seed_rows",
+    "protocol_cell",
+    "protocol_notes",
+    "prov",
+    "reexec_columns",
+    "split_seed",
+    "subset_note",
+    "table_ablation",
+    "table_dhrcl",
+    "table_efficiency",
+    "table_identifier",
+    "table_reexec",
+    "tex_escape",
+    "to_csv",
+    "to_html",
+    "to_latex",
+    "to_markdown",
+    "write_table",
 ]
 
 TABLE_NAMES = ("reexec", "ablation", "dhrcl", "identifier")
 
 
-def build_tables(result_paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike,
-                 published_path: str | os.PathLike | None = None,
-                 codegen_benchmarks: Sequence[str] = ("kodcode_heldout", "humaneval")) -> dict[str, Table]:
+def build_tables(
+    result_paths: Iterable[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    published_path: str | os.PathLike | None = None,
+    codegen_benchmarks: Sequence[str] = ("kodcode_heldout", "humaneval"),
+) -> dict[str, Table]:
     """Build every table from the result files and write ``<name>.{md,csv,tex}`` into ``out_dir``."""
     results = load_results(sorted(str(p) for p in result_paths))
     published = load_published(published_path)

@@ -20,9 +20,9 @@ DEC_BENCHMARKS = {
 }
 PROTOCOL_NOTES = {
     "sk2decompile": "SK²Decompile's evaluate_exe.py: func_dep + candidate + test, gcc -O0 ... -lm, pass iff the "
-                    "program exits 0",
+    "program exits 0",
     "llm4decompile": "the legacy LLM4Decompile harness: every #include line of the gold function and the test "
-                     "first, then candidate + test, gcc -O0 ... -lm, pass iff the program exits 0",
+    "first, then candidate + test, gcc -O0 ... -lm, pass iff the program exits 0",
 }
 
 
@@ -46,10 +46,14 @@ def reexec_columns(benchmarks=DEC_BENCHMARKS) -> list[str]:
 
 def _decompile_cells(proto: list[str], tasks: list[str], provs: list[dict]) -> dict:
     """The protocol, subset and provenance cells of one of our decompilation rows (one entry per benchmark)."""
-    return {"protocol": "; ".join(proto), "tasks/level": "; ".join(tasks),
-            "source": "; ".join(p["source"] for p in provs),
-            "config": "; ".join(dict.fromkeys(p["config"] for p in provs)),
-            "date": max(p["date"] for p in provs)}
+    return {
+        "protocol": "; ".join(proto),
+        "tasks/level": "; ".join(tasks),
+        "source": "; ".join(p["source"] for p in provs),
+        "config": "; ".join(dict.fromkeys(p["config"] for p in provs)),
+        "date": max(p["date"] for p in provs),
+    }
+
 
 def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DEC_BENCHMARKS) -> Table:
     """The main table: re-executability per level and average on each decompilation benchmark, one row per
@@ -80,8 +84,12 @@ def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DE
         row.update(_decompile_cells(proto, tasks, provs))
         t.rows.append(row)
     for pub in published.get("reexec", []):
-        row = {"method": pub["method"], "origin": PUBLISHED, "protocol": "sk2decompile (paper)",
-               "source": f"published: {pub['source']}"}
+        row = {
+            "method": pub["method"],
+            "origin": PUBLISHED,
+            "protocol": "sk2decompile (paper)",
+            "source": f"published: {pub['source']}",
+        }
         for prefix, key, _ in benchmarks.values():
             vals = pub.get(key, {})
             row.update({f"{prefix} {c}": vals.get(c) for c in (*LEVELS, "avg")})
@@ -90,13 +98,17 @@ def table_reexec(results: Sequence[dict], published: dict, benchmarks: dict = DE
     for bench, (prefix, _, title) in benchmarks.items():
         for protocol in sorted(protocols.get(bench, ())):
             t.notes.append(f"{title} ({prefix}), our rows: protocol {protocol} ({PROTOCOL_NOTES.get(protocol, '')}).")
-    t.notes.append("Published rows: the paper's own harness (protocol sk2decompile) on the reference's evaluation "
-                   "files with IDA-normalised pseudo-code inputs.")
+    t.notes.append(
+        "Published rows: the paper's own harness (protocol sk2decompile) on the reference's evaluation "
+        "files with IDA-normalised pseudo-code inputs."
+    )
     for bench in benchmarks:
         t.notes += _input_notes(results, bench)
         t.notes += _data_notes(results, bench)
-    t.notes.append("Our model rows on the legacy HumanEval-Decompile file use Ghidra pseudo-code through this "
-                   "project's normaliser (see docs/evaluation.md).")
+    t.notes.append(
+        "Our model rows on the legacy HumanEval-Decompile file use Ghidra pseudo-code through this "
+        "project's normaliser (see docs/evaluation.md)."
+    )
     t.notes += _source_notes(published, {p["source"] for p in published.get("reexec", [])})
     return t
 
@@ -105,12 +117,15 @@ def _data_notes(results: Sequence[dict], benchmark: str) -> list[str]:
     """Which evaluation file(s) our rows of a benchmark were measured on; a project-written sample is said so."""
     title = DEC_BENCHMARKS.get(benchmark, (None, None, benchmark))[2]
     notes = []
-    for data in dict.fromkeys(r.get("data") for r in results
-                              if r["kind"] == "decompile" and r["benchmark"] == benchmark and r.get("data")):
+    for data in dict.fromkeys(
+        r.get("data") for r in results if r["kind"] == "decompile" and r["benchmark"] == benchmark and r.get("data")
+    ):
         note = f"{title} data: {data}"
         if "sample" in Path(str(data)).name:
-            note += (" (a project-written sample in the reference's schema, see data/sk2decompile/PROVENANCE.md: "
-                     "checks the pipeline, not comparable with the published numbers)")
+            note += (
+                " (a project-written sample in the reference's schema, see data/sk2decompile/PROVENANCE.md: "
+                "checks the pipeline, not comparable with the published numbers)"
+            )
         notes.append(note)
     return notes
 
@@ -132,8 +147,19 @@ def _source_notes(published: dict, keys: Iterable[str]) -> list[str]:
 
 
 def table_ablation(results: Sequence[dict], published: dict) -> Table:
-    cols = ["variant", "paper HumanEval", "paper MBPP", "ours HumanEval", "ours MBPP", "ours system", "protocol",
-            "tasks/level", "source", "config", "date"]
+    cols = [
+        "variant",
+        "paper HumanEval",
+        "paper MBPP",
+        "ours HumanEval",
+        "ours MBPP",
+        "ours system",
+        "protocol",
+        "tasks/level",
+        "source",
+        "config",
+        "date",
+    ]
     t = Table("ablation", "RL ablation: average re-executability (%) (paper Table 4 beside ours)", cols)
     ours: dict[str, dict[str, dict[str, dict]]] = {}  # variant -> system -> benchmark -> result
     for res in sorted(results, key=lambda r: r["_path"]):
@@ -167,16 +193,23 @@ def table_ablation(results: Sequence[dict], published: dict) -> Table:
         if variant not in seen:
             for per in systems.values():
                 t.rows.append({"variant": variant, **mine(per)})
-    t.notes.append("Paper columns: published numbers (protocol sk2decompile); 'ours' columns: this project's runs "
-                   "(– where not run), with the protocol of each benchmark.")
+    t.notes.append(
+        "Paper columns: published numbers (protocol sk2decompile); 'ours' columns: this project's runs "
+        "(– where not run), with the protocol of each benchmark."
+    )
     t.notes += _source_notes(published, {p["source"] for p in published.get("ablation", [])})
     return t
 
 
 # The DHRCL paper's average: Pass@1 over these six (spec dhrcl.md section 1). (column, benchmark, metric)
-PAPER_SIX = (("HumanEval", "humaneval_plus", "base_pass@k"), ("HumanEval+", "humaneval_plus", "pass@k"),
-             ("BigCodeBench Full", "bigcodebench_full", "pass@k"), ("BigCodeBench Hard", "bigcodebench_hard", "pass@k"),
-             ("LiveCodeBench v6", "livecodebench", "pass@k"), ("CodeElo", "codeelo", None))
+PAPER_SIX = (
+    ("HumanEval", "humaneval_plus", "base_pass@k"),
+    ("HumanEval+", "humaneval_plus", "pass@k"),
+    ("BigCodeBench Full", "bigcodebench_full", "pass@k"),
+    ("BigCodeBench Hard", "bigcodebench_hard", "pass@k"),
+    ("LiveCodeBench v6", "livecodebench", "pass@k"),
+    ("CodeElo", "codeelo", None),
+)
 # Columns of each configured benchmark: (column title, metric key in the result file)
 BENCH_COLUMNS = {
     "humaneval_plus": (("HumanEval", "base_pass@k"), ("HumanEval+", "pass@k")),
@@ -203,13 +236,24 @@ def _dhrcl_columns(benchmarks: Sequence[str], k: str) -> list[tuple[str, str, st
     return cols
 
 
-def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[str] = ("kodcode_heldout", "humaneval"),
-                k: str = "1") -> Table:
+def table_dhrcl(
+    results: Sequence[dict], published: dict, benchmarks: Sequence[str] = ("kodcode_heldout", "humaneval"), k: str = "1"
+) -> Table:
     bench_cols = _dhrcl_columns(benchmarks, k)
     paper = any(b in BENCH_COLUMNS for b in benchmarks)
-    cols = ["method", "origin", *[c for c, _, _ in bench_cols], f"avg pass@{k}",
-            *([f"paper avg pass@{k}"] if paper else []), "syntax acc", "exec acc", "setting", "source", "config",
-            "date"]
+    cols = [
+        "method",
+        "origin",
+        *[c for c, _, _ in bench_cols],
+        f"avg pass@{k}",
+        *([f"paper avg pass@{k}"] if paper else []),
+        "syntax acc",
+        "exec acc",
+        "setting",
+        "source",
+        "config",
+        "date",
+    ]
     t = Table("dhrcl", f"DHRCL vs baselines and ablations: Pass@{k} (%), syntax and execution accuracy (%)", cols)
     systems: dict[str, dict[str, dict]] = {}
     for res in results:
@@ -252,16 +296,30 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
         row["date"] = max(p["date"] for p in provs)
         row["_run"] = system
         t.rows.append(row)
-    merge_seed_rows(t, [*[c for c, _, _ in bench_cols], f"avg pass@{k}", *([f"paper avg pass@{k}"] if paper else []),
-                        "syntax acc", "exec acc"])
+    merge_seed_rows(
+        t,
+        [
+            *[c for c, _, _ in bench_cols],
+            f"avg pass@{k}",
+            *([f"paper avg pass@{k}"] if paper else []),
+            "syntax acc",
+            "exec acc",
+        ],
+    )
     avg_col = f"paper avg pass@{k}" if paper else f"avg pass@{k}"
     for pub in published.get("dhrcl", []):
         avg = pub.get("avg_pass1")
         if avg is not None and pub.get("avg_pass1_std") is not None:
             avg = f"{avg:.1f} ± {pub['avg_pass1_std']:.1f}"
-        row = {"method": pub["method"], "origin": PUBLISHED, avg_col: avg,
-               "syntax acc": pub.get("syntax_acc"), "exec acc": pub.get("exec_acc"),
-               "setting": "paper" if paper else "paper (6 other benchmarks)", "source": f"published: {pub['source']}"}
+        row = {
+            "method": pub["method"],
+            "origin": PUBLISHED,
+            avg_col: avg,
+            "syntax acc": pub.get("syntax_acc"),
+            "exec acc": pub.get("exec_acc"),
+            "setting": "paper" if paper else "paper (6 other benchmarks)",
+            "source": f"published: {pub['source']}",
+        }
         per_bench = pub.get("pass1") or {}
         for col, b, metric in bench_cols:
             key = b if metric != "base_pass@k" else b.replace("_plus", "")
@@ -269,22 +327,32 @@ def table_dhrcl(results: Sequence[dict], published: dict, benchmarks: Sequence[s
                 row[col] = per_bench[key]
         t.rows.append(row)
     if any(r.get("guarded") is False for r in results if r.get("kind") == "codegen"):
-        t.notes.append("UNGUARDED (setting column): those benchmarks were scored without a private uid "
-                       "(evaluate.codegen.allow_shared_uid), so a program could have read its harness's expected "
-                       "outputs or killed it; their numbers are not protected against tampering (docs/sandbox.md).")
-    t.notes.append("'reconstructed': a setting of this project's reconstruction of DHRCL (stage-3 formula, trend "
-                   "controller, token weights; see the DHRCL docs), not the paper's exact method.")
+        t.notes.append(
+            "UNGUARDED (setting column): those benchmarks were scored without a private uid "
+            "(evaluate.codegen.allow_shared_uid), so a program could have read its harness's expected "
+            "outputs or killed it; their numbers are not protected against tampering (docs/sandbox.md)."
+        )
+    t.notes.append(
+        "'reconstructed': a setting of this project's reconstruction of DHRCL (stage-3 formula, trend "
+        "controller, token weights; see the DHRCL docs), not the paper's exact method."
+    )
     if paper:
-        t.notes.append("Paper average: Pass@1 over HumanEval, HumanEval+, BigCodeBench Full, BigCodeBench Hard, "
-                       "LiveCodeBench v6 and CodeElo (published rows, Qwen3 models). Our 'paper avg' is the mean of the "
-                       "first five (5 of 6): CodeElo needs an online judge (Codeforces submissions), so its column holds "
-                       "published numbers only. MBPP / MBPP+ are extra columns, not in the average.")
-        t.notes.append("HumanEval / MBPP: EvalPlus's base tests (the original benchmark's inputs, expected outputs "
-                       "from the canonical solution); HumanEval+ / MBPP+: base and plus tests.")
+        t.notes.append(
+            "Paper average: Pass@1 over HumanEval, HumanEval+, BigCodeBench Full, BigCodeBench Hard, "
+            "LiveCodeBench v6 and CodeElo (published rows, Qwen3 models). Our 'paper avg' is the mean of the "
+            "first five (5 of 6): CodeElo needs an online judge (Codeforces submissions), so its column holds "
+            "published numbers only. MBPP / MBPP+ are extra columns, not in the average."
+        )
+        t.notes.append(
+            "HumanEval / MBPP: EvalPlus's base tests (the original benchmark's inputs, expected outputs "
+            "from the canonical solution); HumanEval+ / MBPP+: base and plus tests."
+        )
     else:
-        t.notes.append("Published averages are over HumanEval, HumanEval+, BigCodeBench Full/Hard, LiveCodeBench v6 "
-                       "and CodeElo with Qwen3 models; our averages are over the benchmarks in the columns: shown for "
-                       "scale only.")
+        t.notes.append(
+            "Published averages are over HumanEval, HumanEval+, BigCodeBench Full/Hard, LiveCodeBench v6 "
+            "and CodeElo with Qwen3 models; our averages are over the benchmarks in the columns: shown for "
+            "scale only."
+        )
     for b in benchmarks:
         if b in versions:
             t.notes.append(f"{b}: {versions[b]}")
@@ -304,12 +372,13 @@ def protocol_notes(results: Sequence[dict]) -> list[str]:
         cfg = (r.get("provenance") or {}).get("config") or {}
         sampling = r.get("sampling") or {}
         key = (cfg.get("protocol") or "custom", json.dumps(sampling, sort_keys=True), json.dumps(cfg.get("ks")))
-        g = groups.setdefault(key, {"protocol": key[0], "sampling": sampling, "ks": cfg.get("ks"), "window": None,
-                                    "splits": []})
+        g = groups.setdefault(
+            key, {"protocol": key[0], "sampling": sampling, "ks": cfg.get("ks"), "window": None, "splits": []}
+        )
         if r.get("date_window"):
             g["window"] = r["date_window"]
         if str(r.get("benchmark", "")).startswith("bigcodebench_"):
-            split = r["benchmark"][len("bigcodebench_"):]
+            split = r["benchmark"][len("bigcodebench_") :]
             if split not in g["splits"]:
                 g["splits"].append(split)
         if g["ks"] is None:
@@ -332,7 +401,9 @@ def _reference_exceptions(per: dict, benchmarks: Sequence[str], show: int = 10) 
         more = f"; and {len(failed) - show} more (see {res['_path']})" if len(failed) > show else ""
         missing = res.get("missing_libraries") or {}
         libs = f" Missing libraries: {', '.join(sorted(missing))}." if missing else ""
-        notes.append(f"Reference solutions failing on {b}: {len(failed)} of {len(res['records'])}: {listed}{more}.{libs}")
+        notes.append(
+            f"Reference solutions failing on {b}: {len(failed)} of {len(res['records'])}: {listed}{more}.{libs}"
+        )
     return notes
 
 
@@ -342,16 +413,33 @@ def table_identifier(results: Sequence[dict]) -> Table:
     for res in results:
         if res["kind"] == "identifier":
             for name, val in res["scores"].items():
-                t.rows.append({"outputs": name, "benchmark": res["benchmark"], "identifier score": val["mean"],
-                               "n": val["n"], "embedding model": _embedding_model(res.get("embedding")),
-                               **prov(res)})
+                t.rows.append(
+                    {
+                        "outputs": name,
+                        "benchmark": res["benchmark"],
+                        "identifier score": val["mean"],
+                        "n": val["n"],
+                        "embedding model": _embedding_model(res.get("embedding")),
+                        **prov(res),
+                    }
+                )
         elif res["kind"] == "decompile" and res.get("identifier"):
             idf = res["identifier"]
-            t.rows.append({"outputs": label(res), "benchmark": res["benchmark"], "identifier score": idf["mean"],
-                           "n": idf["n"], "embedding model": _embedding_model(idf.get("embedding")), **prov(res)})
-    t.notes.append("Score: the identifier-naming reward (codegrpo.rewards, data source sk2decompile_identifier) of "
-                   "each output against the original source, averaged, with the configured embedding model "
-                   "(embedding section; backend and endpoint in each source file).")
+            t.rows.append(
+                {
+                    "outputs": label(res),
+                    "benchmark": res["benchmark"],
+                    "identifier score": idf["mean"],
+                    "n": idf["n"],
+                    "embedding model": _embedding_model(idf.get("embedding")),
+                    **prov(res),
+                }
+            )
+    t.notes.append(
+        "Score: the identifier-naming reward (codegrpo.rewards, data source sk2decompile_identifier) of "
+        "each output against the original source, averaged, with the configured embedding model "
+        "(embedding section; backend and endpoint in each source file)."
+    )
     return t
 
 

@@ -79,17 +79,22 @@ def merge_seed_rows(t: Table, value_cols: Sequence[str], run_key: str = "_run") 
             have = [(sd, r[col]) for sd, r in members if r.get(col) is not None]
             merged[col] = MeanStd(v for _, v in have) if have else None
             if have and len(have) < len(members):
-                t.notes.append(f"{merged['method']}: {col} averaged over seeds {[sd for sd, _ in have]} only "
-                               f"(missing for the others)")
+                t.notes.append(
+                    f"{merged['method']}: {col} averaged over seeds {[sd for sd, _ in have]} only "
+                    f"(missing for the others)"
+                )
         merged["seeds"] = ", ".join(str(sd) for sd in seeds)
         for col, sep in (("source", "; "), ("config", "; ")):
             if col in first:
-                merged[col] = sep.join(dict.fromkeys(x for _, r in members for x in str(r.get(col) or "").split(sep)
-                                                     if x))
+                merged[col] = sep.join(
+                    dict.fromkeys(x for _, r in members for x in str(r.get(col) or "").split(sep) if x)
+                )
         if "date" in first:
             merged["date"] = max(str(r.get("date") or "") for _, r in members)
         rows.append(merged)
     t.rows = rows
-    t.notes.append("Runs trained with several seeds (<run>-seed<N>) are one row: mean ± sample standard deviation "
-                   "over the seeds in column 'seeds' (no ± for a single seed).")
+    t.notes.append(
+        "Runs trained with several seeds (<run>-seed<N>) are one row: mean ± sample standard deviation "
+        "over the seeds in column 'seeds' (no ± for a single seed)."
+    )
     return t

@@ -74,12 +74,15 @@ def node_resources(n_gpus: int, num_cpus: int | None = None) -> dict:
 
 
 def _runtime_env(env_vars: dict | None) -> dict:
-    return {"env_vars": {"TOKENIZERS_PARALLELISM": "false", **(env_vars or {})},
-            "worker_process_setup_hook": WORKER_SETUP_HOOK}
+    return {
+        "env_vars": {"TOKENIZERS_PARALLELISM": "false", **(env_vars or {})},
+        "worker_process_setup_hook": WORKER_SETUP_HOOK,
+    }
 
 
-def ray_init_kwargs(n_gpus: int, num_cpus: int | None = None, env_vars: dict | None = None,
-                    address: str | None = None) -> dict:
+def ray_init_kwargs(
+    n_gpus: int, num_cpus: int | None = None, env_vars: dict | None = None, address: str | None = None
+) -> dict:
     """``ray.init`` arguments for CPU mode: a local Ray with :func:`node_resources` for ``n_gpus`` workers, or
     with ``address`` the cluster there (its nodes announce :func:`node_resources` themselves: a driver joining
     a cluster cannot); the CPU patches as the workers' setup hook either way. The local Ray starts without its
@@ -92,25 +95,48 @@ def ray_init_kwargs(n_gpus: int, num_cpus: int | None = None, env_vars: dict | N
 LOCAL_RAY_PORTS = 1400  # GCS, the node's own ports (base+1..+7), worker ports (base+1000..+1399)
 
 
-def local_ray_command(ray_bin: str, temp_dir: str | os.PathLike, port: int, n_gpus: int,
-                      num_cpus: int | None = None) -> list[str]:
+def local_ray_command(
+    ray_bin: str, temp_dir: str | os.PathLike, port: int, n_gpus: int, num_cpus: int | None = None
+) -> list[str]:
     """``ray start --head --block`` of a one-node local Ray announcing :func:`node_resources` for ``n_gpus``
     training workers, on 127.0.0.1, every port fixed from ``port`` (two such Rays on one host do not collide),
     no dashboard, session files under ``temp_dir``."""
     res = node_resources(n_gpus, num_cpus)
-    return [ray_bin, "start", "--head", "--block", "--disable-usage-stats", "--include-dashboard=false",
-            f"--port={port}", "--node-ip-address=127.0.0.1", f"--num-cpus={res['num_cpus']}",
-            f"--num-gpus={res['num_gpus']}", f"--resources={json.dumps(res['resources'], sort_keys=True)}",
-            f"--node-manager-port={port + 1}", f"--object-manager-port={port + 2}",
-            f"--dashboard-agent-listen-port={port + 3}", f"--dashboard-agent-grpc-port={port + 4}",
-            f"--metrics-export-port={port + 5}", f"--runtime-env-agent-port={port + 6}",
-            f"--ray-client-server-port={port + 7}", f"--min-worker-port={port + 1000}",
-            f"--max-worker-port={port + LOCAL_RAY_PORTS - 1}", f"--temp-dir={temp_dir}"]
+    return [
+        ray_bin,
+        "start",
+        "--head",
+        "--block",
+        "--disable-usage-stats",
+        "--include-dashboard=false",
+        f"--port={port}",
+        "--node-ip-address=127.0.0.1",
+        f"--num-cpus={res['num_cpus']}",
+        f"--num-gpus={res['num_gpus']}",
+        f"--resources={json.dumps(res['resources'], sort_keys=True)}",
+        f"--node-manager-port={port + 1}",
+        f"--object-manager-port={port + 2}",
+        f"--dashboard-agent-listen-port={port + 3}",
+        f"--dashboard-agent-grpc-port={port + 4}",
+        f"--metrics-export-port={port + 5}",
+        f"--runtime-env-agent-port={port + 6}",
+        f"--ray-client-server-port={port + 7}",
+        f"--min-worker-port={port + 1000}",
+        f"--max-worker-port={port + LOCAL_RAY_PORTS - 1}",
+        f"--temp-dir={temp_dir}",
+    ]
 
 
 @contextlib.contextmanager
-def local_ray(n_gpus: int = 1, num_cpus: int | None = None, *, temp_base: str | os.PathLike = "/tmp",
-              timeout_s: float = 120.0, python: str = sys.executable, export: bool = True):
+def local_ray(
+    n_gpus: int = 1,
+    num_cpus: int | None = None,
+    *,
+    temp_base: str | os.PathLike = "/tmp",
+    timeout_s: float = 120.0,
+    python: str = sys.executable,
+    export: bool = True,
+):
     """A local CPU-mode Ray that several training runs join, one after another, instead of each starting its own
     (the start-up is paid once). While the block runs, ``RAY_ADDRESS`` (and the cluster's token,
     ``RAY_AUTH_MODE`` / ``RAY_AUTH_TOKEN``) are exported, so the trainer (:func:`ray_init_kwargs` with
@@ -136,14 +162,20 @@ def local_ray(n_gpus: int = 1, num_cpus: int | None = None, *, temp_base: str | 
     saved = {k: os.environ.get(k) for k in exported}
     log_path = temp_dir / "ray-start.log"
     with open(log_path, "ab") as out:
-        proc = popen_group(local_ray_command(ray_bin, temp_dir / "s", port, n_gpus, num_cpus), stdout=out,
-                           stderr=out, env=env, umask=0o077)
+        proc = popen_group(
+            local_ray_command(ray_bin, temp_dir / "s", port, n_gpus, num_cpus),
+            stdout=out,
+            stderr=out,
+            env=env,
+            umask=0o077,
+        )
     try:
         t0 = time.monotonic()
         while True:
             if proc.poll() is not None:
-                raise ClusterError(f"local Ray exited with code {proc.returncode}: "
-                                   f"{log_path.read_text(errors='replace')[-2000:]}")
+                raise ClusterError(
+                    f"local Ray exited with code {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}"
+                )
             try:
                 state = probe(address, timeout_s=60, python=python, token=exported["RAY_AUTH_TOKEN"])
                 if state["nodes"] >= 1 and state["GPU"] >= n_gpus:
@@ -204,8 +236,12 @@ class PipelineRay:
 
         self.env = self._stack.enter_context(local_ray(n, export=True))
         atexit.register(self.stop)
-        logging.getLogger(__name__).warning("pipeline Ray at %s (%d training slot%s) for this run's training jobs",
-                                            self.env["RAY_ADDRESS"], n, "" if n == 1 else "s")
+        logging.getLogger(__name__).warning(
+            "pipeline Ray at %s (%d training slot%s) for this run's training jobs",
+            self.env["RAY_ADDRESS"],
+            n,
+            "" if n == 1 else "s",
+        )
         return self.env
 
     def stop(self) -> None:
@@ -267,8 +303,11 @@ def setup() -> None:
 
         return classmethod(from_pretrained)
 
-    for auto_cls in (transformers.AutoConfig, transformers.AutoModelForCausalLM,
-                     transformers.AutoModelForTokenClassification):
+    for auto_cls in (
+        transformers.AutoConfig,
+        transformers.AutoModelForCausalLM,
+        transformers.AutoModelForTokenClassification,
+    ):
         auto_cls.from_pretrained = _sdpa(auto_cls.from_pretrained.__func__)
 
     if not hasattr(BaseShardingManager, "timing"):
@@ -280,6 +319,7 @@ def setup() -> None:
 
     policy_cls = fsdp_workers.CPUOffloadPolicy
     if policy_cls is not None and not getattr(policy_cls, "_codegrpo_cpu", False):
+
         def cpu_offload_policy(*args, pin_memory=True, **kwargs):
             return policy_cls(*args, pin_memory=False, **kwargs)
 

@@ -85,10 +85,12 @@ def model_entries(dcfg: Mapping[str, Any]) -> list[dict]:
     for i, m in enumerate(models):
         bad = sorted(set(m.get("training") or {}) - known) if known else []
         if bad:
-            raise ValueError(f"dhrcl.models[{i}] ({m['name']}).training: unknown key(s) {bad}; the keys are those "
-                             f"of dhrcl.training")
-        out.append({"name": m["name"], "init": m["init"], "training": dict(m.get("training") or {}),
-                    "runs": m.get("runs")})
+            raise ValueError(
+                f"dhrcl.models[{i}] ({m['name']}).training: unknown key(s) {bad}; the keys are those of dhrcl.training"
+            )
+        out.append(
+            {"name": m["name"], "init": m["init"], "training": dict(m.get("training") or {}), "runs": m.get("runs")}
+        )
     return out
 
 
@@ -101,8 +103,7 @@ def model_cfg(cfg: Mapping[str, Any], model: str | None, variant: str | None = N
         dcfg = cfg["dhrcl"]
         entry = next((m for m in model_entries(dcfg) if m["name"] == model), None)
         if entry is None:
-            raise ValueError(f"dhrcl: unknown model {model!r}; configured: "
-                             f"{[m['name'] for m in model_entries(dcfg)]}")
+            raise ValueError(f"dhrcl: unknown model {model!r}; configured: {[m['name'] for m in model_entries(dcfg)]}")
         out["dhrcl"] = {**dcfg, "init": entry["init"], "training": {**dcfg["training"], **entry["training"]}}
     if variant is not None:
         d = out["dhrcl"]
@@ -110,8 +111,9 @@ def model_cfg(cfg: Mapping[str, Any], model: str | None, variant: str | None = N
         if rm_training and resolve_variant(d, variant)["reward"] == "reward_model":
             bad = sorted(set(rm_training) - set(d["training"]))
             if bad:
-                raise ValueError(f"dhrcl.reward_model.training: unknown key(s) {bad}; the keys are those of "
-                                 f"dhrcl.training")
+                raise ValueError(
+                    f"dhrcl.reward_model.training: unknown key(s) {bad}; the keys are those of dhrcl.training"
+                )
             out["dhrcl"] = {**d, "training": {**d["training"], **rm_training}}
     return out
 
@@ -121,8 +123,8 @@ def plan_runs(cfg: Mapping[str, Any], seeds: Sequence[int] | None = None) -> dic
     dcfg = cfg["dhrcl"]
     out = {}
     for m in model_entries(dcfg):
-        for v in (dcfg["runs"] if m["runs"] is None else m["runs"]):
-            for s in (dcfg["seeds"] if seeds is None else seeds):
+        for v in dcfg["runs"] if m["runs"] is None else m["runs"]:
+            for s in dcfg["seeds"] if seeds is None else seeds:
                 out[run_name(v, s, m["name"])] = {"variant": v, "seed": int(s), "model": m["name"], "init": m["init"]}
     return out
 
@@ -138,15 +140,19 @@ def resolve_variant(dcfg: Mapping[str, Any], variant: str) -> dict[str, Any]:
         raise ValueError(f"dhrcl: unknown variant {variant!r}; defined: {', '.join(sorted(variants))}")
     v = {"stage": None, "norm_adv_by_std": True, **variants[variant]}
     if not isinstance(v["norm_adv_by_std"], bool):
-        raise ValueError(f"dhrcl.variants.{variant}.norm_adv_by_std must be true or false, got {v['norm_adv_by_std']!r}")
+        raise ValueError(
+            f"dhrcl.variants.{variant}.norm_adv_by_std must be true or false, got {v['norm_adv_by_std']!r}"
+        )
     if v["curriculum"] not in ("trend", "fixed", "none"):
         raise ValueError(f"dhrcl.variants.{variant}.curriculum must be trend, fixed or none, got {v['curriculum']!r}")
     if v["token_weights"] not in ("stage", "confidence", "uniform", "uncertainty", "none"):
         raise ValueError(f"dhrcl.variants.{variant}.token_weights invalid: {v['token_weights']!r}")
     staged = v["reward"] not in BASELINE_REWARDS or v["token_weights"] == "stage"
     if v["curriculum"] == "none" and staged and v["stage"] not in (1, 2, 3):
-        raise ValueError(f"dhrcl.variants.{variant}: without a curriculum a staged reward or token weighting "
-                         "needs a fixed stage (1, 2 or 3)")
+        raise ValueError(
+            f"dhrcl.variants.{variant}: without a curriculum a staged reward or token weighting "
+            "needs a fixed stage (1, 2 or 3)"
+        )
     return v
 
 
@@ -258,8 +264,10 @@ def current_stage() -> int:
         try:
             handle = _READ_HANDLE = ray.get_actor(STATE_ACTOR_NAME)
         except ValueError as exc:
-            raise RuntimeError(f"DHRCL stage actor {STATE_ACTOR_NAME!r} not found in this Ray job (it is created by "
-                               "the first validation; DHRCL runs need trainer.val_before_train=true)") from exc
+            raise RuntimeError(
+                f"DHRCL stage actor {STATE_ACTOR_NAME!r} not found in this Ray job (it is created by "
+                "the first validation; DHRCL runs need trainer.val_before_train=true)"
+            ) from exc
     return int(ray.get(handle.get.remote()))
 
 
@@ -338,12 +346,15 @@ def on_validate(trainer, metrics: dict) -> dict:
         if decision.advanced:
             st.controller.transitions[-1]["token_weights"] = {
                 "from": token_weight_mode(st.variant, decision.stage - 1),
-                "to": token_weight_mode(st.variant, decision.stage)}
+                "to": token_weight_mode(st.variant, decision.stage),
+            }
         st.controller.save(st.run_dir / STATE_FILE)
         publish_stage(decision.stage)
         check = decision.check
-        st.last = {"curriculum/advanced": float(decision.advanced),
-                   "curriculum/plateau_count": float(check.get("plateau_count") or 0)}
+        st.last = {
+            "curriculum/advanced": float(decision.advanced),
+            "curriculum/plateau_count": float(check.get("plateau_count") or 0),
+        }
         if check.get("slope") is not None:
             st.last["curriculum/slope"] = float(check["slope"])
         if check.get("value") is not None:
@@ -351,8 +362,15 @@ def on_validate(trainer, metrics: dict) -> dict:
         if decision.advanced:
             log.info("dhrcl: step %d: stage %d (%s)", step, decision.stage, decision.reason)
     else:
-        st.controller.history.append({"step": step, "stage": _effective_stage(st), "metric": None, "value": None,
-                                      **{f"val_{k}": v for k, v in comps.items()}})
+        st.controller.history.append(
+            {
+                "step": step,
+                "stage": _effective_stage(st),
+                "metric": None,
+                "value": None,
+                **{f"val_{k}": v for k, v in comps.items()},
+            }
+        )
         st.controller.save(st.run_dir / STATE_FILE)
     out["curriculum/stage"] = float(_effective_stage(st))
     out.update(st.last)
@@ -383,9 +401,14 @@ def scorer_settings(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], tok
     resolved once over the schema's defaults and stored under ``extra.scorer`` in the run's settings.json, where
     the scorer reads them in verl's reward worker (``DHRCLRewardConfig.resolve``)."""
     r = _resolved(dcfg, "reward")
-    out = {"variant": variant_def["reward"], "stage3_form": r["stage3_form"], "ast_method": r["ast_method"],
-           "ast_node_cap": int(r["ast_node_cap"]), "timeout_s": float(r["timeout_s"]),
-           "static_weights": {k: float(v) for k, v in (r["static_weights"] or {}).items()}}
+    out = {
+        "variant": variant_def["reward"],
+        "stage3_form": r["stage3_form"],
+        "ast_method": r["ast_method"],
+        "ast_node_cap": int(r["ast_node_cap"]),
+        "timeout_s": float(r["timeout_s"]),
+        "static_weights": {k: float(v) for k, v in (r["static_weights"] or {}).items()},
+    }
     if variant_def["reward"] == "reward_model":
         out["rm_response"] = _resolved(dcfg, "reward_model")["response"]
     if variant_def["reward"] == "verpo":
@@ -405,18 +428,27 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_mod
     if total <= 0:
         raise ValueError("dhrcl.training.total_training_steps must be set (the curriculum's step budget)")
     ccfg = curriculum_config(dcfg, vdef, total)
-    out = {"variant": variant, "variant_def": vdef, "run_dir": str(run_dir),
-           "curriculum": CurriculumController(ccfg).to_dict()["config"],
-           "reward": _resolved(dcfg, "reward"), "token_weights": _resolved(dcfg, "token_weights"),
-           "scorer": scorer_settings(dcfg, vdef, init_model)}
+    out = {
+        "variant": variant,
+        "variant_def": vdef,
+        "run_dir": str(run_dir),
+        "curriculum": CurriculumController(ccfg).to_dict()["config"],
+        "reward": _resolved(dcfg, "reward"),
+        "token_weights": _resolved(dcfg, "token_weights"),
+        "scorer": scorer_settings(dcfg, vdef, init_model),
+    }
     if vdef["reward"] == "reward_model":  # the run starts the RM's scoring server (stages.run_services)
         rm = _resolved(dcfg, "reward_model")
         if not rm.get("model"):
-            raise ValueError(f"dhrcl: variant {variant!r} scores with a reward model, but dhrcl.reward_model.model "
-                             "is not set (a hub id such as TIGER-Lab/AceCodeRM-7B, or a folder)")
+            raise ValueError(
+                f"dhrcl: variant {variant!r} scores with a reward model, but dhrcl.reward_model.model "
+                "is not set (a hub id such as TIGER-Lab/AceCodeRM-7B, or a folder)"
+            )
         if rm["model"] == TINY_REWARD_MODEL:
-            raise ValueError("dhrcl.reward_model.model: tiny is the folder rule tiny_reward_model builds; pass its "
-                             "path (codegrpo.verl.dhrcl.with_reward_model)")
+            raise ValueError(
+                "dhrcl.reward_model.model: tiny is the folder rule tiny_reward_model builds; pass its "
+                "path (codegrpo.verl.dhrcl.with_reward_model)"
+            )
         out["reward_model"] = rm
     return out
 
@@ -469,13 +501,23 @@ class DhrclHook:
 
     def finish(self, run_dir: Path) -> dict:
         state = Path(run_dir) / STATE_FILE
-        return {"variant": self.variant,
-                "transitions": json.loads(state.read_text())["transitions"] if state.is_file() else []}
+        return {
+            "variant": self.variant,
+            "transitions": json.loads(state.read_text())["transitions"] if state.is_file() else [],
+        }
 
 
-def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
-                 val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
-                 seed: int | None = None, model: str | None = None):
+def dhrcl_launch(
+    cfg: Mapping[str, Any],
+    variant: str,
+    *,
+    train_files: Sequence[str] | str,
+    val_files: Sequence[str] | str,
+    init_model: str,
+    run_dir: str | os.PathLike,
+    seed: int | None = None,
+    model: str | None = None,
+):
     """The GRPO launch of run ``dhrcl-<variant>`` (``-seed<seed>`` with a seed, ``dhrcl-<model>-...`` with a
     model of ``dhrcl.models``), writing its settings.json (validate with ``.validate()``)."""
     from codegrpo.verl import stages
@@ -483,16 +525,31 @@ def dhrcl_launch(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[
     cfg = _seeded(model_cfg(cfg, model, variant), seed)
     hook = DhrclHook(variant)
     run_dir = Path(run_dir).resolve()
-    settings = stages.run_settings(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model),
-                                   train_files=train_files, val_files=val_files, init_model=init_model,
-                                   run_dir=run_dir, hook=hook)
+    settings = stages.run_settings(
+        cfg,
+        cfg["dhrcl"]["training"],
+        run_name(variant, seed, model),
+        train_files=train_files,
+        val_files=val_files,
+        init_model=init_model,
+        run_dir=run_dir,
+        hook=hook,
+    )
     stages.prepare_run_dir(run_dir, settings)
     return stages.settings_launch(cfg, settings, run_dir, hook=hook)
 
 
-def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str] | str,
-              val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
-              seed: int | None = None, model: str | None = None) -> dict:
+def run_dhrcl(
+    cfg: Mapping[str, Any],
+    variant: str,
+    *,
+    train_files: Sequence[str] | str,
+    val_files: Sequence[str] | str,
+    init_model: str,
+    run_dir: str | os.PathLike,
+    seed: int | None = None,
+    model: str | None = None,
+) -> dict:
     """Train run ``dhrcl-<variant>`` with GRPO on KodCode (the shared lifecycle
     :func:`codegrpo.verl.stages.run_grpo` with :class:`DhrclHook`); returns its done.json record.
     With ``seed``, the run is ``dhrcl-<variant>-seed<seed>`` and trains with that seed (config ``seed``:
@@ -505,5 +562,13 @@ def run_dhrcl(cfg: Mapping[str, Any], variant: str, *, train_files: Sequence[str
     from codegrpo.verl.stages import run_grpo
 
     cfg = _seeded(model_cfg(cfg, model, variant), seed)
-    return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model), train_files=train_files,
-                    val_files=val_files, init_model=init_model, run_dir=run_dir, hook=DhrclHook(variant))
+    return run_grpo(
+        cfg,
+        cfg["dhrcl"]["training"],
+        run_name(variant, seed, model),
+        train_files=train_files,
+        val_files=val_files,
+        init_model=init_model,
+        run_dir=run_dir,
+        hook=DhrclHook(variant),
+    )

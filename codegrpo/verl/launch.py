@@ -221,9 +221,16 @@ def sft_launch(
 
         cpus = stage_resources(cfg, "sft").get("cpus_per_task") if "cluster" in cfg else None
         endpoint = f"{os.environ.get('MASTER_ADDR') or socket.gethostname()}:{os.environ.get('MASTER_PORT', '29500')}"
-        prefix = [*unset_prefix(), *step_srun(nodes=nnodes, ntasks=nnodes, ntasks_per_node=1, cpus_per_task=cpus,
-                                              gpus_per_node=n_gpus, job_name=run),
-                  *prefix, f"--nnodes={nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}"]
+        prefix = [
+            *unset_prefix(),
+            *step_srun(
+                nodes=nnodes, ntasks=nnodes, ntasks_per_node=1, cpus_per_task=cpus, gpus_per_node=n_gpus, job_name=run
+            ),
+            *prefix,
+            f"--nnodes={nnodes}",
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={endpoint}",
+        ]
     prefix += [f"--nproc_per_node={n_gpus}", "-m", "codegrpo.verl.sft_main"]
     return Launch("sft", run, "sft", overrides, prefix, _common_env(device))
 
@@ -330,8 +337,9 @@ def _files(files: Sequence[str] | str):
     return files[0] if len(files) == 1 else files
 
 
-def policy_loss_overrides(mode: str | None, token_weights: Mapping[str, Any] | None = None, *,
-                          sign_flipped: bool = False) -> list[str]:
+def policy_loss_overrides(
+    mode: str | None, token_weights: Mapping[str, Any] | None = None, *, sign_flipped: bool = False
+) -> list[str]:
     """Overrides selecting policy loss ``mode`` (``vanilla`` or a DHRCL loss of :mod:`codegrpo.verl.losses`,
     with the ``token_weights`` settings ``tau``/``w_min``/``w_max``); ``sign_flipped`` selects the learning
     checks' deliberately broken control loss instead."""
@@ -344,7 +352,10 @@ def policy_loss_overrides(mode: str | None, token_weights: Mapping[str, Any] | N
     ov = [f"{ar}.loss_mode={mode}"]
     if mode != "vanilla":
         tw = dict(token_weights or {})
-        ov += [lib, f"+{ar}.dhrcl_tau={fmt(float(tw.get('tau', 1.0)))}",
-               f"+{ar}.dhrcl_w_min={fmt(float(tw.get('w_min', 0.25)))}",
-               f"+{ar}.dhrcl_w_max={fmt(float(tw.get('w_max', 4.0)))}"]
+        ov += [
+            lib,
+            f"+{ar}.dhrcl_tau={fmt(float(tw.get('tau', 1.0)))}",
+            f"+{ar}.dhrcl_w_min={fmt(float(tw.get('w_min', 0.25)))}",
+            f"+{ar}.dhrcl_w_max={fmt(float(tw.get('w_max', 4.0)))}",
+        ]
     return ov

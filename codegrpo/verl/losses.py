@@ -47,8 +47,11 @@ def _get(cfg, key, default):
 
 def weighting_params(config) -> dict:
     pl = _get(config, "policy_loss", None)
-    return {"tau": float(_get(pl, "dhrcl_tau", 1.0)), "w_min": float(_get(pl, "dhrcl_w_min", 0.25)),
-            "w_max": float(_get(pl, "dhrcl_w_max", 4.0))}
+    return {
+        "tau": float(_get(pl, "dhrcl_tau", 1.0)),
+        "w_min": float(_get(pl, "dhrcl_w_min", 0.25)),
+        "w_max": float(_get(pl, "dhrcl_w_max", 4.0)),
+    }
 
 
 def _stage() -> int:
@@ -57,8 +60,9 @@ def _stage() -> int:
     return int(current_stage())
 
 
-def weighted_policy_loss(mode: str, old_log_prob, log_prob, advantages, response_mask,
-                         loss_agg_mode: str = "token-mean", config=None):
+def weighted_policy_loss(
+    mode: str, old_log_prob, log_prob, advantages, response_mask, loss_agg_mode: str = "token-mean", config=None
+):
     """verl's clipped policy loss with DHRCL token-weighted advantages (the 0.4.1 4-tuple)."""
     w = token_weights(old_log_prob, response_mask, mode, **weighting_params(config))
     if _get(_get(config, "policy_loss", None), FLIP_KEY, False):
@@ -70,10 +74,16 @@ def _clipped(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, c
     """verl's own clipped objective with the clip settings of the actor config."""
     clip = float(_get(config, "clip_ratio", 0.2))
     return core_algos.compute_policy_loss(
-        old_log_prob=old_log_prob, log_prob=log_prob, advantages=advantages, response_mask=response_mask,
-        cliprange=clip, cliprange_low=float(_get(config, "clip_ratio_low", clip)),
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=response_mask,
+        cliprange=clip,
+        cliprange_low=float(_get(config, "clip_ratio_low", clip)),
         cliprange_high=float(_get(config, "clip_ratio_high", clip)),
-        clip_ratio_c=float(_get(config, "clip_ratio_c", 3.0)), loss_agg_mode=loss_agg_mode)
+        clip_ratio_c=float(_get(config, "clip_ratio_c", 3.0)),
+        loss_agg_mode=loss_agg_mode,
+    )
 
 
 def _fixed(mode: str) -> Callable:
@@ -84,14 +94,15 @@ def _fixed(mode: str) -> Callable:
     return loss
 
 
-def dhrcl_stage_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean",
-                            config=None):
-    return weighted_policy_loss(mode_for_stage(_stage()), old_log_prob, log_prob, advantages, response_mask,
-                                loss_agg_mode, config)
+def dhrcl_stage_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None):
+    return weighted_policy_loss(
+        mode_for_stage(_stage()), old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config
+    )
 
 
-def sign_flipped_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean",
-                             config=None):
+def sign_flipped_policy_loss(
+    old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None
+):
     """Test-only: verl's vanilla objective on ``-advantages`` (a broken loss the learning checks must catch)."""
     return _clipped(old_log_prob, log_prob, -advantages, response_mask, loss_agg_mode, config)
 

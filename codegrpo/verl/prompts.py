@@ -53,14 +53,17 @@ def resolve(choice: str | None, has_template: bool | None, where: str = "") -> s
     if choice is not None and choice not in CHOICES:
         raise ChatTemplateError(f"{KEY}: {choice!r} is not one of {CHOICES} (or null)")
     if choice == "tokenizer" and has_template is False:
-        raise ChatTemplateError(f"{KEY} is 'tokenizer' but the tokenizer of {where or 'the base model'} has no chat "
-                                f"template; set {KEY}: passthrough (the prompt as is)")
+        raise ChatTemplateError(
+            f"{KEY} is 'tokenizer' but the tokenizer of {where or 'the base model'} has no chat "
+            f"template; set {KEY}: passthrough (the prompt as is)"
+        )
     if choice is None:
         if has_template is False:
             raise ChatTemplateError(
                 f"{KEY} is not set and the tokenizer of {where or 'the base model'} has no chat template, which "
                 f"verl 0.4.1 applies to every SFT/RL prompt; set {KEY}: passthrough (train on the prompt as is, as "
-                f"the reference's inference sends it) or tokenizer")
+                f"the reference's inference sends it) or tokenizer"
+            )
         return "tokenizer"
     return choice
 
@@ -77,8 +80,9 @@ def eval_uses_template(cfg: dict) -> bool:
 def render(tokenizer, prompt: str, choice: str) -> str:
     """The text verl's datasets build from ``prompt`` under ``choice`` (one user turn, generation prompt added)."""
     template = PASSTHROUGH_TEMPLATE if choice == "passthrough" else None
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], chat_template=template,
-                                         add_generation_prompt=True, tokenize=False)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], chat_template=template, add_generation_prompt=True, tokenize=False
+    )
 
 
 def install(choice: str | None) -> None:

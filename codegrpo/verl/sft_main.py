@@ -66,9 +66,15 @@ def resume_loader(loader, sampler, offset: int, seed: int | None = None):
     per_epoch = len(loader)
     start_epoch, skip_batches = divmod(int(offset), per_epoch) if per_epoch else (0, 0)
     new_sampler = ResumeSampler(sampler, start_epoch, skip_batches * loader.batch_size, seed=seed)
-    new_loader = DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=new_sampler,
-                            num_workers=loader.num_workers, pin_memory=loader.pin_memory,
-                            drop_last=loader.drop_last, collate_fn=loader.collate_fn)
+    new_loader = DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=new_sampler,
+        num_workers=loader.num_workers,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        collate_fn=loader.collate_fn,
+    )
     return new_loader, new_sampler
 
 
@@ -118,7 +124,8 @@ def configure(cfg):
                 self.config.trainer.total_training_steps = total - offset
             # the data order of the steps after `offset`, seeded with trainer.seed
             self.train_dataloader, self.train_sampler = resume_loader(
-                self.train_dataloader, self.train_sampler, offset, seed=self.config.trainer.get("seed", 0))
+                self.train_dataloader, self.train_sampler, offset, seed=self.config.trainer.get("seed", 0)
+            )
             return super().fit()
 
         def save_checkpoint(self, step):

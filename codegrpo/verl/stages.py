@@ -59,8 +59,13 @@ def _finish(run_dir: Path, record: dict, t0: float) -> dict:
     if metrics.is_file():
         with open(metrics, encoding="utf-8") as fh:
             steps = sum(1 for line in fh if line.strip())
-    out = {**record, "hf": str(run_dir / "hf"), "metrics_lines": steps, "seconds": round(time.time() - t0, 1),
-           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    out = {
+        **record,
+        "hf": str(run_dir / "hf"),
+        "metrics_lines": steps,
+        "seconds": round(time.time() - t0, 1),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     write_json(run_dir / "done.json", out)
     return out
 
@@ -80,8 +85,10 @@ def epochs_override(cfg: Mapping, section: Mapping, rows: int, *, kind: str) -> 
     world = 1 if cfg["device"] == "cpu" else int(section.get("nnodes", 1)) * int(section.get("n_gpus_per_node", 1))
     plan = budget.step_plan(section, rows, kind=kind, world=world)
     if not plan["batches_per_epoch"]:
-        raise TrainingInputError(f"{rows} training rows fill no batch of train_batch_size = "
-                                 f"{section['train_batch_size']}" + (f" over {world} GPUs" if kind == "sft" else ""))
+        raise TrainingInputError(
+            f"{rows} training rows fill no batch of train_batch_size = "
+            f"{section['train_batch_size']}" + (f" over {world} GPUs" if kind == "sft" else "")
+        )
     return f"trainer.total_epochs={plan['epochs']}"
 
 
@@ -100,20 +107,27 @@ def chat_template_choice(cfg: Mapping, stage: str, init_model: str) -> str | Non
 
     if stage not in prompts.SK2D_STAGES:
         return None
-    return prompts.resolve((cfg.get("model") or {}).get("chat_template"), prompts.model_has_template(init_model),
-                           where=str(init_model))
+    return prompts.resolve(
+        (cfg.get("model") or {}).get("chat_template"), prompts.model_has_template(init_model), where=str(init_model)
+    )
 
 
 @locked_run_dir
-def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
-            init_model: str, run_dir: str | os.PathLike) -> dict:
+def run_sft(
+    cfg: Mapping,
+    which: str,
+    *,
+    train_files: Sequence[str] | str,
+    val_files: Sequence[str] | str,
+    init_model: str,
+    run_dir: str | os.PathLike,
+) -> dict:
     """Train (or import) ``sft_<which>``; returns the done.json record."""
     t0 = time.time()
     run_dir = Path(run_dir)
     run = f"sft_{which}"
     src = (cfg["sft"].get("import") or {}).get(which)
-    record = {"run": run, "kind": "sft", "device": cfg["device"], "init_model": init_model,
-              "section": dict(cfg["sft"])}
+    record = {"run": run, "kind": "sft", "device": cfg["device"], "init_model": init_model, "section": dict(cfg["sft"])}
     _start(run_dir, record)
     if src:
         return _import(run_dir, src, record, t0)
@@ -123,8 +137,15 @@ def run_sft(cfg: Mapping, which: str, *, train_files: Sequence[str] | str, val_f
     rows = check_parquet(train_files, "sft")
     log.info("%s: %d training rows, %d validation rows", run, rows, check_parquet(val_files, "sft"))
     preflight.stage_checks(cfg, "sft", rows=rows, model_dir=init_model, files=str(train_files))
-    launch = sft_launch(cfg, which, train_files=train_files, val_files=val_files, model_path=init_model,
-                        run_dir=run_dir, chat_template=template)
+    launch = sft_launch(
+        cfg,
+        which,
+        train_files=train_files,
+        val_files=val_files,
+        model_path=init_model,
+        run_dir=run_dir,
+        chat_template=template,
+    )
     launch.overrides.append(epochs_override(cfg, cfg["sft"], rows, kind="sft"))
     _run_launch(launch, run_dir)
     from codegrpo.verl.sft_main import latest_sft_checkpoint
@@ -213,23 +234,40 @@ def reward_sections(cfg: Mapping, run: str) -> dict[str, dict]:
     return out
 
 
-def run_settings(cfg: Mapping, section: Mapping, run: str, *, train_files, val_files, init_model: str,
-                 run_dir: Path, extra_overrides: Sequence[str] = (), hook: GrpoHook | None = None,
-                 chat_template: str | None = None) -> dict:
+def run_settings(
+    cfg: Mapping,
+    section: Mapping,
+    run: str,
+    *,
+    train_files,
+    val_files,
+    init_model: str,
+    run_dir: Path,
+    extra_overrides: Sequence[str] = (),
+    hook: GrpoHook | None = None,
+    chat_template: str | None = None,
+) -> dict:
     """The resolved settings of a GRPO run (what settings.json holds and what decides resume vs. fresh start),
     including the reward sections (:func:`reward_sections`) the reward code reads in verl's workers and the
     resolved prompt format (``chat_template``: :func:`chat_template_choice`)."""
     hook = hook or GrpoHook()
     run_dir = Path(run_dir).resolve()
     section = dict(section)
-    return {"run": run, "kind": "grpo", "device": cfg["device"], "init_model": init_model, "section": section,
-            "seed": cfg.get("seed", 0), "run_dir": str(run_dir),
-            "train_files": [str(p.resolve()) for p in files_list(train_files)],
-            "val_files": [str(p.resolve()) for p in files_list(val_files)],
-            **reward_sections(cfg, run),
-            "extra_overrides": list(extra_overrides),
-            "chat_template": chat_template,
-            "extra": hook.settings(cfg, section, run_dir, init_model)}
+    return {
+        "run": run,
+        "kind": "grpo",
+        "device": cfg["device"],
+        "init_model": init_model,
+        "section": section,
+        "seed": cfg.get("seed", 0),
+        "run_dir": str(run_dir),
+        "train_files": [str(p.resolve()) for p in files_list(train_files)],
+        "val_files": [str(p.resolve()) for p in files_list(val_files)],
+        **reward_sections(cfg, run),
+        "extra_overrides": list(extra_overrides),
+        "chat_template": chat_template,
+        "extra": hook.settings(cfg, section, run_dir, init_model),
+    }
 
 
 @contextlib.contextmanager
@@ -251,16 +289,22 @@ def run_services(settings: Mapping, run_dir: Path):
         if reward_model:  # a DHRCL reward-model variant (baseline_acecoder): its scoring server
             from codegrpo.services import reward_model_service
 
-            svc = stack.enter_context(reward_model_service(reward_model,
-                                                           log_path=run_dir / "reward_model_server.log"))
+            svc = stack.enter_context(reward_model_service(reward_model, log_path=run_dir / "reward_model_server.log"))
             served["reward_model"] = dict(svc.endpoint)
             log.info("%s: reward-model server ready (%s)", settings["run"], svc.endpoint["api_base"])
         runsettings.write_served(run_dir / SETTINGS_FILE, served)  # also clears a previous attempt's endpoints
         yield served
 
 
-def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapping[str, str] | None = None,
-                    reward_path: str | None = None, hook: GrpoHook | None = None):
+def settings_launch(
+    cfg: Mapping,
+    settings: Mapping,
+    run_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    reward_path: str | None = None,
+    hook: GrpoHook | None = None,
+):
     """The verl launch of a run from its resolved settings.
 
     Of the project's variables, the trainer's environment gets only ``$CODEGRPO_RUN_SETTINGS`` (the run's
@@ -268,11 +312,21 @@ def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapp
     (e.g. ``RAY_ADDRESS``)."""
     hook = hook or GrpoHook()
     run_dir = Path(run_dir).resolve()
-    launch = grpo_launch(cfg, settings["section"], settings["run"], train_files=settings["train_files"],
-                         val_files=settings["val_files"], model_path=settings["init_model"], run_dir=run_dir,
-                         extra_overrides=[*settings["extra_overrides"], *hook.overrides(settings, run_dir),
-                                          f"codegrpo.chat_template={fmt(settings.get('chat_template'))}"],
-                         reward_path=reward_path)
+    launch = grpo_launch(
+        cfg,
+        settings["section"],
+        settings["run"],
+        train_files=settings["train_files"],
+        val_files=settings["val_files"],
+        model_path=settings["init_model"],
+        run_dir=run_dir,
+        extra_overrides=[
+            *settings["extra_overrides"],
+            *hook.overrides(settings, run_dir),
+            f"codegrpo.chat_template={fmt(settings.get('chat_template'))}",
+        ],
+        reward_path=reward_path,
+    )
     launch.env.update(env or {})
     launch.env[SETTINGS_ENV] = str(run_dir / SETTINGS_FILE)
     launch.drop_env = runsettings.OVERRIDE_PREFIXES
@@ -280,10 +334,20 @@ def settings_launch(cfg: Mapping, settings: Mapping, run_dir: Path, *, env: Mapp
 
 
 @locked_run_dir
-def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[str] | str,
-             val_files: Sequence[str] | str, init_model: str, run_dir: str | os.PathLike,
-             extra_overrides: Sequence[str] = (), env: Mapping[str, str] | None = None,
-             reward_path: str | None = None, hook: GrpoHook | None = None) -> dict:
+def run_grpo(
+    cfg: Mapping,
+    section: Mapping,
+    run: str,
+    *,
+    train_files: Sequence[str] | str,
+    val_files: Sequence[str] | str,
+    init_model: str,
+    run_dir: str | os.PathLike,
+    extra_overrides: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    reward_path: str | None = None,
+    hook: GrpoHook | None = None,
+) -> dict:
     """Train (or import) GRPO run ``run`` from the RL ``section`` of the config; returns the done.json record.
 
     The one GRPO lifecycle (skeleton_rl, skin_rl and every dhrcl-<variant>): resolve the run's settings once
@@ -295,11 +359,20 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
     t0 = time.time()
     hook = hook or GrpoHook()
     run_dir = Path(run_dir).resolve()
-    record = {"run": run, "kind": "grpo", "device": cfg["device"], "init_model": init_model,
-              "section": dict(section)}
+    record = {"run": run, "kind": "grpo", "device": cfg["device"], "init_model": init_model, "section": dict(section)}
     template = None if section.get("import") else chat_template_choice(cfg, run, init_model)
-    settings = run_settings(cfg, section, run, train_files=train_files, val_files=val_files, init_model=init_model,
-                            run_dir=run_dir, extra_overrides=extra_overrides, hook=hook, chat_template=template)
+    settings = run_settings(
+        cfg,
+        section,
+        run,
+        train_files=train_files,
+        val_files=val_files,
+        init_model=init_model,
+        run_dir=run_dir,
+        extra_overrides=extra_overrides,
+        hook=hook,
+        chat_template=template,
+    )
     mode = prepare_run_dir(run_dir, settings)
     done = run_dir / "done.json"
     if done.exists():
@@ -332,8 +405,9 @@ def run_grpo(cfg: Mapping, section: Mapping, run: str, *, train_files: Sequence[
     step, actor = latest
     export_hf(actor, run_dir / "hf", tokenizer_from=init_model)
     extra = hook.finish(run_dir)
-    write_json(run_dir / FINISHED_FILE, {"final_step": step,
-                                         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    write_json(
+        run_dir / FINISHED_FILE, {"final_step": step, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    )
     return _finish(run_dir, {**record, **extra, "final_step": step, "checkpoint": str(actor), "start": mode}, t0)
 
 
@@ -353,8 +427,15 @@ def structure_reward_overrides(stage: str, section: Mapping) -> list[str]:
     return [f"+custom_reward_function.reward_kwargs.data_source_map={fmt(routes)}"]
 
 
-def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, val_files: Sequence[str] | str,
-                 init_model: str, run_dir: str | os.PathLike) -> dict:
+def run_rl_stage(
+    cfg: Mapping,
+    stage: str,
+    *,
+    train_files: Sequence[str] | str,
+    val_files: Sequence[str] | str,
+    init_model: str,
+    run_dir: str | os.PathLike,
+) -> dict:
     """:func:`run_grpo` of RL stage ``stage`` (skeleton_rl | skin_rl) inside the stage's job context.
 
     * ``structure_reward: sim_exe`` scores skeleton_rl's data source with ``sim_exe`` instead of ``exe_type``;
@@ -387,13 +468,29 @@ def run_rl_stage(cfg: Mapping, stage: str, *, train_files: Sequence[str] | str, 
                 from codegrpo.cluster import multinode_ray
 
                 cl = cfg.get("cluster", {})
-                kw = {name: cl[key] for key, name in (("ray_port", "port"), ("ray_start_timeout_s", "timeout_s"),
-                                                      ("ray_temp_dir", "temp_base")) if key in cl}
+                kw = {
+                    name: cl[key]
+                    for key, name in (
+                        ("ray_port", "port"),
+                        ("ray_start_timeout_s", "timeout_s"),
+                        ("ray_temp_dir", "temp_base"),
+                    )
+                    if key in cl
+                }
                 rc = stack.enter_context(multinode_ray(**kw))
                 if rc is not None and os.environ.get("RAY_ADDRESS"):
                     env["RAY_ADDRESS"] = os.environ["RAY_ADDRESS"]
-        done = run_grpo(cfg, section, stage, train_files=train_files, val_files=val_files, init_model=init_model,
-                        run_dir=run_dir, env=env, extra_overrides=extra_overrides)
+        done = run_grpo(
+            cfg,
+            section,
+            stage,
+            train_files=train_files,
+            val_files=val_files,
+            init_model=init_model,
+            run_dir=run_dir,
+            env=env,
+            extra_overrides=extra_overrides,
+        )
     if rehearsal is not None:
         write_ray_rehearsal(run_dir, rehearsal, WORKERS_FILE)
     return done

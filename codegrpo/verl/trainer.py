@@ -93,16 +93,25 @@ class _RewardRecorder:
 
 WORKERS_FILE = "workers.json"
 #: the thread-count variables Snakemake gives a job (its rule's ``threads``), forwarded to verl's Ray workers
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-               "NUMEXPR_NUM_THREADS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 def _where(worker) -> dict:
     """Run inside a training worker (``__ray_call__``): the Ray node, host and process it lives in."""
     import socket
 
-    return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid(),
-            "rank": int(os.environ.get("RANK", -1))}
+    return {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "rank": int(os.environ.get("RANK", -1)),
+    }
 
 
 def record_workers(trainer, path) -> list[dict]:
@@ -113,8 +122,9 @@ def record_workers(trainer, path) -> list[dict]:
     # which Ray: its GCS address (as Ray reports it: the node's IP, the port of the Ray the driver started or
     # joined: the pipeline's local Ray, the tests' shared Ray, a SLURM job's cluster)
     ray_info = {"gcs_address": ray.get_runtime_context().gcs_address}
-    write_json(path, {"world_size": len(where), "nodes": len({w["node_id"] for w in where}), "workers": where,
-                      "ray": ray_info})
+    write_json(
+        path, {"world_size": len(where), "nodes": len({w["node_id"] for w in where}), "workers": where, "ray": ray_info}
+    )
     return where
 
 
@@ -126,11 +136,15 @@ def ensure_epochs(config, batches_per_epoch: int) -> int:
 
     from codegrpo.budget import epochs_for_steps
 
-    need = epochs_for_steps(config.trainer.total_training_steps, int(batches_per_epoch),
-                            int(config.trainer.total_epochs))
+    need = epochs_for_steps(
+        config.trainer.total_training_steps, int(batches_per_epoch), int(config.trainer.total_epochs)
+    )
     if need != int(config.trainer.total_epochs):
-        print(f"[codegrpo] trainer.total_epochs {config.trainer.total_epochs} -> {need}: {batches_per_epoch} "
-              f"batches per epoch, {config.trainer.total_training_steps} steps", flush=True)
+        print(
+            f"[codegrpo] trainer.total_epochs {config.trainer.total_epochs} -> {need}: {batches_per_epoch} "
+            f"batches per epoch, {config.trainer.total_training_steps} steps",
+            flush=True,
+        )
         with open_dict(config):
             config.trainer.total_epochs = need
     return need
@@ -256,8 +270,7 @@ def ray_init_kwargs(cfg) -> dict:
 
         n = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
         # RAY_ADDRESS: the multi-node rehearsal's cluster, whose nodes announce the CPU-mode resources
-        return cpu.ray_init_kwargs(n, cfg.codegrpo.get("ray_num_cpus"), env_vars,
-                                   address=os.environ.get("RAY_ADDRESS"))
+        return cpu.ray_init_kwargs(n, cfg.codegrpo.get("ray_num_cpus"), env_vars, address=os.environ.get("RAY_ADDRESS"))
     kwargs = {"runtime_env": {"env_vars": {"NCCL_DEBUG": "WARN", "VLLM_LOGGING_LEVEL": "WARN", **env_vars}}}
     if os.environ.get("RAY_ADDRESS"):  # multi-node: join the cluster the job script started
         kwargs["address"] = os.environ["RAY_ADDRESS"]

@@ -34,8 +34,9 @@ def test_activation_memory_has_korthikantis_form():
 MEASURED = json.loads((ROOT / "docs" / "measurements" / "gpu_memory_probe_h200.json").read_text())
 
 
-@pytest.mark.parametrize("shape,hub_id", [("llama-6.7b", "LLM4Binary/llm4decompile-6.7b-v2"),
-                                          ("qwen3-8b", "Qwen/Qwen3-8B")])
+@pytest.mark.parametrize(
+    "shape,hub_id", [("llama-6.7b", "LLM4Binary/llm4decompile-6.7b-v2"), ("qwen3-8b", "Qwen/Qwen3-8B")]
+)
 def test_memory_model_covers_what_a_gpu_measured(shape, hub_id):
     """The model's constants against benchmarks/gpu_memory_probe.py on one H200 (bf16, SDPA): per-layer
     activations at or above the measured ones (with and without recomputation), logits at or above the measured
@@ -65,5 +66,7 @@ def test_evaluation_engine_memory_by_hand_and_refused_when_a_sequence_does_not_f
     assert e["kv_cache_tokens"] == int((0.85 * 80e9 - 2 * 8.19073536e9 - 1e9) / kv_per_token)
     assert e["max_model_len"] == 8192 + 2048 and e["fits"] is True
     small = budget.build_budget(_cfg(paper_cfg, tmp_path, **{"cluster.gpu_memory_gb": 24}))
-    assert any(p.startswith("eval_codegen dhrcl-Qwen3-14B-full-seed0:")
-               and "evaluate.vllm.gpu_memory_utilization" in p for p in small["problems"])
+    assert any(
+        p.startswith("eval_codegen dhrcl-Qwen3-14B-full-seed0:") and "evaluate.vllm.gpu_memory_utilization" in p
+        for p in small["problems"]
+    )

@@ -10,9 +10,17 @@ from codegrpo import budget
 from tests.conftest import REPO_ROOT as ROOT
 
 
-@pytest.mark.parametrize("hub_id,card", [("LLM4Binary/llm4decompile-6.7b-v2", 6.7), ("Qwen/Qwen3-4B", 4.0),
-                                         ("Qwen/Qwen3-8B", 8.2), ("Qwen/Qwen3-14B", 14.8),
-                                         ("Qwen/Qwen3-Embedding-0.6B", 0.6), ("TIGER-Lab/AceCodeRM-7B", 7.6)])
+@pytest.mark.parametrize(
+    "hub_id,card",
+    [
+        ("LLM4Binary/llm4decompile-6.7b-v2", 6.7),
+        ("Qwen/Qwen3-4B", 4.0),
+        ("Qwen/Qwen3-8B", 8.2),
+        ("Qwen/Qwen3-14B", 14.8),
+        ("Qwen/Qwen3-Embedding-0.6B", 0.6),
+        ("TIGER-Lab/AceCodeRM-7B", 7.6),
+    ],
+)
 def test_parameter_counts_match_the_model_cards(hub_id, card):
     assert budget.KNOWN_MODELS[hub_id].params / 1e9 == pytest.approx(card, abs=0.05)
 
@@ -21,8 +29,15 @@ def test_parameter_counts_match_the_model_cards(hub_id, card):
 def test_parameter_count_formula_matches_transformers(arch):
     import transformers
 
-    kw = dict(vocab_size=300, hidden_size=64, intermediate_size=176, num_hidden_layers=3, num_attention_heads=4,
-              num_key_value_heads=2, tie_word_embeddings=arch == "qwen3")
+    kw = dict(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=arch == "qwen3",
+    )
     conf = transformers.LlamaConfig(**kw) if arch == "llama" else transformers.Qwen3Config(head_dim=16, **kw)
     model = transformers.AutoModelForCausalLM.from_config(conf)
     spec = budget.spec_from_hf_config(arch, conf.to_dict())
@@ -32,8 +47,15 @@ def test_parameter_count_formula_matches_transformers(arch):
 def test_reward_model_estimate_covers_the_h200_measurement():
     """benchmarks/rm_memory_probe.py on one H200: the real scorer in AceCodeRM-7B's shape (bf16, 4 x 6144 tokens)."""
     m = json.loads((ROOT / "docs" / "measurements" / "rm_memory_probe_h200.json").read_text())
-    est = budget.reward_model_memory({}, {"model": "TIGER-Lab/AceCodeRM-7B", "dtype": m["dtype"],
-                                          "batch_size": m["batch_size"], "max_length": m["max_length"]})
+    est = budget.reward_model_memory(
+        {},
+        {
+            "model": "TIGER-Lab/AceCodeRM-7B",
+            "dtype": m["dtype"],
+            "batch_size": m["batch_size"],
+            "max_length": m["max_length"],
+        },
+    )
     assert est["weights_gb"] == pytest.approx(m["weights_bytes"] / 1e9, rel=0.01)
     assert est["activations_gb"] == pytest.approx(m["activation_peak_bytes"] / 1e9, rel=0.05)
     assert m["peak_reserved_bytes"] / 1e9 <= est["peak_gb"] <= 1.1 * m["peak_reserved_bytes"] / 1e9

@@ -18,7 +18,12 @@ def test_paper_dhrcl_plan_reaches_500_steps(paper_cfg, tmp_path):
     assert len(dh) == (len(paper_cfg["dhrcl"]["runs"]) + 2 + 2) * seeds  # 8B: every variant; 4B, 14B: two
     for j in dh:
         assert (j["rows"], j["batches_per_epoch"], j["epochs"], j["total_steps"], j["reachable"]) == (
-            9000, 70, 8, 500, True), j
+            9000,
+            70,
+            8,
+            500,
+            True,
+        ), j
     full = next(j for j in dh if j["run"] == "dhrcl-Qwen3-8B-full-seed0")
     assert full["curriculum"]["stage2_by_step"] == 150 and full["curriculum"]["stage3_by_step"] == 300
     fixed = next(j for j in dh if j["run"] == "dhrcl-Qwen3-8B-fixed_schedule-seed0")
@@ -62,8 +67,9 @@ def test_grpo_launch_passes_retention_to_verl(paper_cfg, tmp_path):
     from codegrpo.verl.launch import grpo_launch
 
     s = dict(paper_cfg["skeleton_rl"], temperature=1.0)
-    launch = grpo_launch(paper_cfg, s, "skeleton_rl", train_files="t.parquet", val_files="v.parquet",
-                         model_path="m", run_dir=tmp_path)
+    launch = grpo_launch(
+        paper_cfg, s, "skeleton_rl", train_files="t.parquet", val_files="v.parquet", model_path="m", run_dir=tmp_path
+    )
     assert "trainer.max_actor_ckpt_to_keep=2" in launch.overrides
     assert "trainer.max_critic_ckpt_to_keep=2" in launch.overrides
 
@@ -93,8 +99,9 @@ def test_paper_rl_stages_fit_80_gb_and_would_not_without_gradient_checkpointing(
     assert sk["gradient_checkpointing"] and sk["activations_other_setting_gb"] > 50
     # the embedding server shares a GPU with skin_rl's rollout engine: the recipe's 0.8 does not fit 80 GB
     cfg = _cfg(paper_cfg, tmp_path, **{"skin_rl.gpu_memory_utilization": 0.8})
-    assert any(p.startswith("skin_rl:") and "skin_rl.gpu_memory_utilization" in p
-               for p in budget.build_budget(cfg)["problems"])
+    assert any(
+        p.startswith("skin_rl:") and "skin_rl.gpu_memory_utilization" in p for p in budget.build_budget(cfg)["problems"]
+    )
 
 
 def test_reward_model_server_memory_is_counted_on_its_gpu(paper_cfg, tmp_path):
@@ -127,8 +134,12 @@ def test_each_model_size_has_its_own_run_folders(paper_cfg, tmp_path):
     runs = plan_runs(paper_cfg)
     assert {r["model"] for r in runs.values()} == {"Qwen3-4B", "Qwen3-8B", "Qwen3-14B"}
     assert {"dhrcl-Qwen3-4B-full-seed0", "dhrcl-Qwen3-8B-full-seed0", "dhrcl-Qwen3-14B-full-seed0"} <= set(runs)
-    assert runs["dhrcl-Qwen3-14B-full-seed2"] == {"variant": "full", "seed": 2, "model": "Qwen3-14B",
-                                                  "init": "Qwen/Qwen3-14B"}
+    assert runs["dhrcl-Qwen3-14B-full-seed2"] == {
+        "variant": "full",
+        "seed": 2,
+        "model": "Qwen3-14B",
+        "init": "Qwen/Qwen3-14B",
+    }
     big = model_cfg(paper_cfg, "Qwen3-14B")["dhrcl"]
     assert big["init"] == "Qwen/Qwen3-14B" and big["training"]["tensor_model_parallel_size"] == 4
     assert big["training"]["total_training_steps"] == 500  # the rest is dhrcl.training's

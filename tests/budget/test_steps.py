@@ -1,11 +1,9 @@
 """verl's step arithmetic (codegrpo.budget.steps) against torch's data loaders and verl's loop, and the epochs the
 launch and the trainer give verl."""
 
-
 import pytest
 
 from codegrpo import budget
-
 
 
 @pytest.mark.parametrize("rows,bs", [(10, 4), (8, 4), (3, 4), (9000, 128), (129, 128)])
@@ -20,9 +18,17 @@ def test_sft_batches_per_epoch_is_verls_distributed_loader(rows, bs, world):
     """verl's SFT trainer: DistributedSampler(drop_last=True) per rank, batches of bs // world, drop_last."""
     from torch.utils.data import DataLoader, DistributedSampler
 
-    lengths = {len(DataLoader(range(rows), batch_size=bs // world, drop_last=True,
-                              sampler=DistributedSampler(range(rows), num_replicas=world, rank=r, drop_last=True)))
-               for r in range(world)}
+    lengths = {
+        len(
+            DataLoader(
+                range(rows),
+                batch_size=bs // world,
+                drop_last=True,
+                sampler=DistributedSampler(range(rows), num_replicas=world, rank=r, drop_last=True),
+            )
+        )
+        for r in range(world)
+    }
     assert lengths == {budget.sft_batches_per_epoch(rows, bs, world)}
 
 

@@ -38,6 +38,7 @@ from codegrpo.cluster import (
 )
 
 from tests.conftest import REPO_ROOT as REPO
+
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 ME = socket.gethostname().split(".")[0]
 
@@ -58,8 +59,9 @@ def test_builtin_hostlist_parser(hostlist):
 @pytest.mark.skipif(not shutil.which("scontrol"), reason="scontrol not installed (apt slurm-client)")
 @pytest.mark.parametrize("hostlist", sorted(HOSTLISTS))
 def test_builtin_parser_agrees_with_scontrol(hostlist):
-    out = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        ["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert expand_hostlist(hostlist, use_scontrol=False) == out
 
 
@@ -107,15 +109,24 @@ def test_gpus_per_job_are_split_over_nodes():
 
 
 def test_environment_wins_for_cpus_and_is_used_without_a_record():
-    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_CPUS_PER_NODE": "16(x2)",
-           "SLURM_GPUS_ON_NODE": "4"}
+    env = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_JOB_CPUS_PER_NODE": "16(x2)",
+        "SLURM_GPUS_ON_NODE": "4",
+    }
     alloc = allocation_from(env, None)
     assert (alloc.nodes, alloc.cpus_per_node, alloc.gpus_per_node) == (("n1", "n2"), 16, 4)
 
 
 def test_tasks_as_nodes_test_mode():
-    env = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "vm", "SLURM_TASKS_PER_NODE": "2",
-           "SLURM_CPUS_PER_TASK": "1", "SLURM_GPUS_ON_NODE": "1"}
+    env = {
+        "SLURM_JOB_ID": "9",
+        "SLURM_JOB_NODELIST": "vm",
+        "SLURM_TASKS_PER_NODE": "2",
+        "SLURM_CPUS_PER_TASK": "1",
+        "SLURM_GPUS_ON_NODE": "1",
+    }
     alloc = allocation_from(env, None, tasks_as_nodes=True)
     assert alloc.nodes == ("vm", "vm") and alloc.same_host
     assert (alloc.cpus_per_node, alloc.gpus_per_node) == (1, 0)  # CPU only in test mode
@@ -160,8 +171,14 @@ def test_plan_multi_host_head_local_workers_through_srun(tmp_path):
 def test_plan_same_host_gets_distinct_ports_and_dirs(tmp_path):
     alloc = Allocation("9", (ME, ME, ME), gpus_per_node=0, cpus_per_node=1, tasks_as_nodes=True)
     plans = [cmd for _, cmd in RayCluster(alloc, port=30000, temp_root=tmp_path).plan()]
-    for name in ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
-                 "--min-worker-port", "--temp-dir", "--runtime-env-agent-port"):
+    for name in (
+        "--node-manager-port",
+        "--object-manager-port",
+        "--metrics-export-port",
+        "--min-worker-port",
+        "--temp-dir",
+        "--runtime-env-agent-port",
+    ):
         values = [_flag(cmd, name) for cmd in plans]
         assert len(set(values)) == 3, (name, values)
     assert all("--gres" not in " ".join(cmd) for cmd in plans)
@@ -197,8 +214,18 @@ def test_random_port_base_skips_busy_ports():
 
 def test_step_srun_flags_and_nested_env():
     assert step_srun(nodes=2, ntasks=2, ntasks_per_node=1, cpus_per_task=64, gpus_per_node=8, job_name="x") == [
-        "srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=64", "--mem=0",
-        "--kill-on-bad-exit=1", "--job-name=x", "--gres=gpu:8", "--gpu-bind=none"]
+        "srun",
+        "--overlap",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=64",
+        "--mem=0",
+        "--kill-on-bad-exit=1",
+        "--job-name=x",
+        "--gres=gpu:8",
+        "--gpu-bind=none",
+    ]
     assert "--gres" not in " ".join(step_srun(host="n1", cpus_per_task=2))
     env = {"SLURM_JOB_ID": "5", "SLURM_MEM_PER_CPU": "100", "SRUN_CPUS_PER_TASK": "2", "SLURM_CONF": "/c", "PATH": "/b"}
     assert nested_srun_env(env) == {"SLURM_JOB_ID": "5", "SLURM_CONF": "/c", "PATH": "/b"}
@@ -216,8 +243,9 @@ def test_node_resources_are_announced_to_ray_not_asked_of_slurm(tmp_path):
     """CPU training across task-nodes: each Ray node announces device slots and a custom resource that SLURM
     never sees (no --gres on the steps), and readiness waits for what was announced."""
     alloc = Allocation("1", (ME, ME), gpus_per_node=0, cpus_per_node=1, tasks_as_nodes=True)
-    rc = RayCluster(alloc, cpu_only=True, temp_root=tmp_path,
-                    node_resources={"num_gpus": 1, "num_cpus": 4, "resources": {"cpu": 1}})
+    rc = RayCluster(
+        alloc, cpu_only=True, temp_root=tmp_path, node_resources={"num_gpus": 1, "num_cpus": 4, "resources": {"cpu": 1}}
+    )
     for _, cmd in rc.plan():
         assert _flag(cmd, "--num-gpus") == "1" and _flag(cmd, "--num-cpus") == "4"
         assert json.loads(_flag(cmd, "--resources")) == {"cpu": 1}
@@ -272,8 +300,11 @@ def test_profile_slurm_is_found_from_the_repo_root_and_uses_the_paper_config():
     assert "Using profile slurm" in out
     want = _paper()["cluster"]["stages"]["data"]
     got = _resources(out, "data_ingest")
-    assert (int(got["mem_mb"]), int(got["runtime"]), int(got["cpus_per_task"])) == \
-        (want["mem_mb"], want["runtime"], want["cpus_per_task"])
+    assert (int(got["mem_mb"]), int(got["runtime"]), int(got["cpus_per_task"])) == (
+        want["mem_mb"],
+        want["runtime"],
+        want["cpus_per_task"],
+    )
 
 
 @pytest.mark.slow
@@ -298,9 +329,23 @@ def test_training_topology_sizes_the_allocation(tmp_path):
 
     override = tmp_path / "bad.yaml"
     override.write_text(yaml.safe_dump({"cluster": {"stages": {"skeleton_rl": {"nodes": 3}}}}))
-    proc = subprocess.run([SNAKEMAKE, "-n", "--force", "skeleton_rl_train", "--profile", "slurm",
-                           "--configfile", "config/paper.yaml", str(override)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            SNAKEMAKE,
+            "-n",
+            "--force",
+            "skeleton_rl_train",
+            "--profile",
+            "slurm",
+            "--configfile",
+            "config/paper.yaml",
+            str(override),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "delete cluster.stages.skeleton_rl.nodes and set skeleton_rl.nnodes" in proc.stdout + proc.stderr
 
@@ -395,22 +440,24 @@ def test_a_ray_node_that_cannot_start_is_reported_and_nothing_is_left(tmp_path, 
     monkeypatch.setenv("SLURM_JOB_ID", "999999999")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     temp_root = Path(tempfile.mkdtemp(prefix="cgr-", dir="/tmp"))
-    rc = RayCluster(Allocation("999999999", (ME,), 0, 1), temp_root=temp_root,
-                    log_dir=tmp_path / "logs", timeout_s=30)
+    rc = RayCluster(Allocation("999999999", (ME,), 0, 1), temp_root=temp_root, log_dir=tmp_path / "logs", timeout_s=30)
     try:
         with pytest.raises(ClusterError) as err:
             rc.start()
     finally:
         shutil.rmtree(temp_root, ignore_errors=True)
-    assert re.search(r"Ray node 0 on \S+ exited with code|cannot start Ray node 0|did not reach 1 node",
-                     str(err.value)), str(err.value)
+    assert re.search(
+        r"Ray node 0 on \S+ exited with code|cannot start Ray node 0|did not reach 1 node", str(err.value)
+    ), str(err.value)
     assert "RAY_ADDRESS" not in os.environ
     assert cluster.leftover_pids(temp_root) == []
 
 
 def _bwrap_usable() -> bool:
-    return bool(shutil.which("bwrap")) and subprocess.run(
-        ["bwrap", "--dev-bind", "/", "/", "true"], capture_output=True).returncode == 0
+    return (
+        bool(shutil.which("bwrap"))
+        and subprocess.run(["bwrap", "--dev-bind", "/", "/", "true"], capture_output=True).returncode == 0
+    )
 
 
 @pytest.mark.skipif(not _bwrap_usable(), reason="needs bwrap to mount a hosts file over /etc/hosts")
@@ -418,12 +465,19 @@ def test_ray_head_address_is_never_loopback_with_hostname_on_127_0_1_1(tmp_path)
     """Debian's /etc/hosts maps the host name to 127.0.1.1: the head must still announce a routable address."""
     hosts = tmp_path / "hosts"
     hosts.write_text(f"127.0.0.1 localhost\n127.0.1.1 {socket.gethostname()} {ME}\n")
-    code = ("import json, socket; from codegrpo.cluster import Allocation, RayCluster, head_address; "
-            "me = socket.gethostname().split('.')[0]; "
-            "plan = RayCluster(Allocation('9', (me, 'othernode'), 0, 1), port=30000).plan(); "
-            "print(json.dumps([socket.gethostbyname(socket.gethostname()), head_address(me), plan[1][1]]))")
-    r = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(hosts), "/etc/hosts", sys.executable,
-                        "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    code = (
+        "import json, socket; from codegrpo.cluster import Allocation, RayCluster, head_address; "
+        "me = socket.gethostname().split('.')[0]; "
+        "plan = RayCluster(Allocation('9', (me, 'othernode'), 0, 1), port=30000).plan(); "
+        "print(json.dumps([socket.gethostbyname(socket.gethostname()), head_address(me), plan[1][1]]))"
+    )
+    r = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(hosts), "/etc/hosts", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     resolved, head, worker_cmd = json.loads(r.stdout.strip().splitlines()[-1])
     assert resolved == "127.0.1.1"  # the hosts file is in effect

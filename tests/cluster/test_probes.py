@@ -13,8 +13,10 @@ def test_leftover_pids_finds_processes_by_marker(tmp_path):
     marker = tmp_path / "unique-marker-dir"
     # The child says "ready" once it runs: only then is its /proc cmdline the program under test (right after
     # Popen it may still be the forked copy of this interpreter, before exec).
-    proc = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)",
-                             str(marker)], stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", str(marker)],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert proc.stdout.readline() == b"ready\n"
         assert proc.pid in cluster.leftover_pids(marker)

@@ -53,8 +53,15 @@ def test_topology_repeated_under_cluster_is_an_error(paper, key):
 
 
 def test_gpu_model_site_flags_and_extra_flags(paper):
-    cfg = _with(paper, gpu_model="a100", partition="gpu", account="proj", qos="high",
-                slurm_extra="--mail-type=FAIL", stages={"evaluate": {"slurm_extra": "--hint=nomultithread"}})
+    cfg = _with(
+        paper,
+        gpu_model="a100",
+        partition="gpu",
+        account="proj",
+        qos="high",
+        slurm_extra="--mail-type=FAIL",
+        stages={"evaluate": {"slurm_extra": "--hint=nomultithread"}},
+    )
     got = stage_resources(cfg, "evaluate")
     assert (got["gpu"], got["gpu_model"]) == (1, "a100")
     assert (got["slurm_partition"], got["slurm_account"], got["qos"]) == ("gpu", "proj", "high")
@@ -102,7 +109,11 @@ def test_rehearsal_runs_two_node_stage_as_two_tasks_on_one_node(paper, local):
     # and it never changes a GPU run: the paper config with it set asks for 2 nodes with 8 GPUs each, no tasks
     gpu = _with(paper, rehearsal_tasks_as_nodes=True)
     assert stage_resources(gpu, "skeleton_rl") == stage_resources(paper, "skeleton_rl")
-    assert paper["cluster"]["rehearsal_tasks_as_nodes"] is False and local["cluster"]["rehearsal_tasks_as_nodes"] is False
+    assert (
+        paper["cluster"]["rehearsal_tasks_as_nodes"] is False and local["cluster"]["rehearsal_tasks_as_nodes"] is False
+    )
+
+
 class _Resources(dict):
     __getattr__ = dict.__getitem__
 
@@ -119,8 +130,14 @@ def _sbatch(resources: dict) -> str:
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    params = {"run_uuid": "u", "slurm_logfile": "l.log", "comment_str": "c", "account": "", "partition": "-p gpu",
-              "workdir": "/w"}
+    params = {
+        "run_uuid": "u",
+        "slurm_logfile": "l.log",
+        "comment_str": "c",
+        "account": "",
+        "partition": "-p gpu",
+        "workdir": "/w",
+    }
     job = _Job(resources, threads=resources.get("cpus_per_task", 1))
     return get_submit_command(job, params) + set_gres_string(job)  # what the plugin's run_job submits
 
@@ -144,18 +161,22 @@ def test_gpu_jobs_get_one_task_per_node_from_the_installed_plugin(paper):
 
 
 def test_cpu_jobs_go_to_the_cpu_partition_and_whole_nodes_only_where_asked(paper):
-    cfg = _with(paper, partition="gpu", cpu_partition="cpu",
-                stages={"tables": {"partition": "short", "qos": "fast"}, "skeleton_rl": {"exclusive": True}})
-    assert stage_resources(cfg, "data")["slurm_partition"] == "cpu"          # no GPU: the CPU partition
-    assert stage_resources(cfg, "evaluate")["slurm_partition"] == "gpu"      # a GPU job stays on the GPU one
+    cfg = _with(
+        paper,
+        partition="gpu",
+        cpu_partition="cpu",
+        stages={"tables": {"partition": "short", "qos": "fast"}, "skeleton_rl": {"exclusive": True}},
+    )
+    assert stage_resources(cfg, "data")["slurm_partition"] == "cpu"  # no GPU: the CPU partition
+    assert stage_resources(cfg, "evaluate")["slurm_partition"] == "gpu"  # a GPU job stays on the GPU one
     rl = stage_resources(cfg, "skeleton_rl")
     assert rl["slurm_partition"] == "gpu" and rl["slurm_extra"] == "--exclusive"
-    assert "slurm_extra" not in stage_resources(cfg, "data")                 # CPU jobs never take whole nodes
-    tables = stage_resources(cfg, "tables")                                  # a stage's own partition wins
+    assert "slurm_extra" not in stage_resources(cfg, "data")  # CPU jobs never take whole nodes
+    tables = stage_resources(cfg, "tables")  # a stage's own partition wins
     assert (tables["slurm_partition"], tables["qos"]) == ("short", "fast")
-    assert "partition" not in tables and "exclusive" not in rl               # not passed on as resources
+    assert "partition" not in tables and "exclusive" not in rl  # not passed on as resources
     no_cpu = _with(paper, partition="gpu")
-    assert stage_resources(no_cpu, "data")["slurm_partition"] == "gpu"       # no CPU partition: the cluster's
+    assert stage_resources(no_cpu, "data")["slurm_partition"] == "gpu"  # no CPU partition: the cluster's
 
 
 def test_site_wide_exclusive_is_refused(paper):

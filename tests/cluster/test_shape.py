@@ -61,9 +61,20 @@ def test_cli_check_with_a_saved_sinfo(tmp_path):
 
     def check(site: str) -> subprocess.CompletedProcess:
         (tmp_path / "site.yaml").write_text(site)
-        args = ["--configfile", "config/paper.yaml", str(tmp_path / "site.yaml"), "--sinfo-file", str(tmp_path / "sinfo.txt")]
-        return subprocess.run([sys.executable, "-m", "codegrpo.cluster", "check", *args], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=120)
+        args = [
+            "--configfile",
+            "config/paper.yaml",
+            str(tmp_path / "site.yaml"),
+            "--sinfo-file",
+            str(tmp_path / "sinfo.txt"),
+        ]
+        return subprocess.run(
+            [sys.executable, "-m", "codegrpo.cluster", "check", *args],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     proc = check("cluster: {partition: small}\n")
     assert proc.returncode == 1, proc.stderr

@@ -15,34 +15,51 @@ from pathlib import Path
 import pytest
 
 from codegrpo.data.generate import (
-    OUTPUTS, body_key, eval_keys, generate, generate_from_config, load_rows, write_outputs,
+    OUTPUTS,
+    body_key,
+    eval_keys,
+    generate,
+    generate_from_config,
+    load_rows,
+    write_outputs,
 )
 from codegrpo.data.headers import PsycheC, gcc_syntax_check
 from codegrpo.data.ingest import unwrap_prompt
-from codegrpo.data.obfuscate import (
-    agreement, deobfuscate, ir_kept_names, measure_norm2code, obfuscate, roundtrip,
-)
+from codegrpo.data.obfuscate import agreement, deobfuscate, ir_kept_names, measure_norm2code, obfuscate, roundtrip
 from codegrpo.rewards.sk2d import extract_identifiers
 
 from tests.conftest import REPO_ROOT as ROOT
+
 HE = ROOT / "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 N2C = ROOT / "data/sk2decompile/norm2code-examples.jsonl"
 
 
 def test_obfuscate_conventions():
-    src = ("typedef struct node { int val; struct node *next; } node_t;\n"
-           "static int total;\n"
-           "int sum_list(node_t *head, int limit) {\n"
-           "  int acc = 0; /* x */\n"
-           "  for (node_t *p = head; p != NULL; p = p->next) acc += helper(p->val);\n"
-           "  printf(\"%d %s\\n\", acc, \"head\");\n"
-           "  return acc + total + 0x10;\n"
-           "}\n")
+    src = (
+        "typedef struct node { int val; struct node *next; } node_t;\n"
+        "static int total;\n"
+        "int sum_list(node_t *head, int limit) {\n"
+        "  int acc = 0; /* x */\n"
+        "  for (node_t *p = head; p != NULL; p = p->next) acc += helper(p->val);\n"
+        '  printf("%d %s\\n", acc, "head");\n'
+        "  return acc + total + 0x10;\n"
+        "}\n"
+    )
     ir, mapping = obfuscate(src, keep={"printf"})
-    assert mapping == {"node": "type1", "val": "field1", "next": "field2", "node_t": "type2", "total": "var1",
-                       "sum_list": "func1", "head": "var2", "limit": "var3", "acc": "var4", "p": "var5",
-                       "helper": "func2"}
-    assert "printf(\"%d %s\\n\", var4, \"head\")" in ir  # library call and literals stay
+    assert mapping == {
+        "node": "type1",
+        "val": "field1",
+        "next": "field2",
+        "node_t": "type2",
+        "total": "var1",
+        "sum_list": "func1",
+        "head": "var2",
+        "limit": "var3",
+        "acc": "var4",
+        "p": "var5",
+        "helper": "func2",
+    }
+    assert 'printf("%d %s\\n", var4, "head")' in ir  # library call and literals stay
     assert "0x10" in ir and "p != NULL" not in ir and "var5 != NULL" in ir
     # the function name the pseudo-code shows stays; the identifier kinds agree with the skin reward's
     ir2, _ = obfuscate(src, keep={"printf", "sum_list"})
@@ -57,16 +74,33 @@ def test_obfuscate_agreement_with_reference_ir():
     Not a pure renaming (the reference IR came from preprocessed, sometimes different source), so few match
     exactly; the placeholder conventions do (one pair matches token for token)."""
     m = measure_norm2code(N2C)
-    assert m == {"pairs": 20, "roundtrip": 20, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.6699,
-                 "mean_placeholder_ratio": 0.5768}
+    assert m == {
+        "pairs": 20,
+        "roundtrip": 20,
+        "exact": 1,
+        "placeholders_equal": 2,
+        "mean_token_ratio": 0.6699,
+        "mean_placeholder_ratio": 0.5768,
+    }
     # the pairs whose shipped source is the reference IR's own source (docs/data.md names them)
     same = measure_norm2code(N2C, lines={7, 13, 17})
-    assert same == {"pairs": 3, "roundtrip": 3, "exact": 1, "placeholders_equal": 2, "mean_token_ratio": 0.9777,
-                    "mean_placeholder_ratio": 0.9919}
+    assert same == {
+        "pairs": 3,
+        "roundtrip": 3,
+        "exact": 1,
+        "placeholders_equal": 2,
+        "mean_token_ratio": 0.9777,
+        "mean_placeholder_ratio": 0.9919,
+    }
     # a pure renaming of a reference IR's own source is recovered exactly
-    ref = "int func1(type1 *var1, int var2) {\n  return var1->field1 + printf(\"%d\", var2);\n}"
-    src = ref.replace("func1", "get").replace("type1", "S").replace("var1", "s").replace("var2", "k") \
-             .replace("field1", "count")
+    ref = 'int func1(type1 *var1, int var2) {\n  return var1->field1 + printf("%d", var2);\n}'
+    src = (
+        ref.replace("func1", "get")
+        .replace("type1", "S")
+        .replace("var1", "s")
+        .replace("var2", "k")
+        .replace("field1", "count")
+    )
     ir, _ = obfuscate(src, ir_kept_names(ref))
     assert agreement(ir, ref)["exact"] and ir == ref
 
@@ -74,10 +108,14 @@ def test_obfuscate_agreement_with_reference_ir():
 def _reference_irs() -> list[str]:
     """Every IR shipped with the reference: norm2code inputs, pseudo2norm targets, RL ground truths (140)."""
     irs = [unwrap_prompt("normalized", json.loads(ln)["input"]) for ln in N2C.read_text().splitlines()]
-    irs += [json.loads(ln)["output"] for ln in (ROOT / "data/sk2decompile/pseudo2norm-examples.jsonl")
-            .read_text().splitlines()]
-    irs += [json.loads(ln)["reward_model"]["ground_truth"] for ln in (ROOT / "data/sk2decompile/"
-            "sk2decompile-rl-examples.jsonl").read_text().splitlines()]
+    irs += [
+        json.loads(ln)["output"]
+        for ln in (ROOT / "data/sk2decompile/pseudo2norm-examples.jsonl").read_text().splitlines()
+    ]
+    irs += [
+        json.loads(ln)["reward_model"]["ground_truth"]
+        for ln in (ROOT / "data/sk2decompile/sk2decompile-rl-examples.jsonl").read_text().splitlines()
+    ]
     return irs
 
 
@@ -109,10 +147,18 @@ def _write_sample(path: Path, n: int = 16) -> list[dict]:
     picked = []
     for opt in ("O0", "O1", "O2", "O3"):
         picked += [r for r in he if r["type"] == opt][: n // 4]
-    rows = [{"instruction": "# This is the assembly code:\n" + r["input_asm_prompt"].strip()
-             + "\n# What is the source code?\n", "output": r["c_func"]} for r in picked]
-    rows.append({"instruction": "# This is the assembly code:\nvoid f(void){}\n# What is the source code?\n",
-                 "output": ""})  # empty source: dropped at read, counted
+    rows = [
+        {
+            "instruction": "# This is the assembly code:\n"
+            + r["input_asm_prompt"].strip()
+            + "\n# What is the source code?\n",
+            "output": r["c_func"],
+        }
+        for r in picked
+    ]
+    rows.append(
+        {"instruction": "# This is the assembly code:\nvoid f(void){}\n# What is the source code?\n", "output": ""}
+    )  # empty source: dropped at read, counted
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return picked
 
@@ -126,7 +172,9 @@ def _sample_settings() -> dict:
 def psychec():
     p = PsycheC(timeout=60.0)
     if not p.available:
-        pytest.skip("Psyche-C not built (scripts/setup.sh builds it; tests/data/test_headers_psychec.py fails then in CI)")
+        pytest.skip(
+            "Psyche-C not built (scripts/setup.sh builds it; tests/data/test_headers_psychec.py fails then in CI)"
+        )
     return p
 
 
@@ -183,8 +231,9 @@ def test_generate_four_outputs(generated):
 def test_generate_parallel_gives_the_same_result(generated, psychec):
     tmp, _, out1, first = generated
     rows, name = load_rows({"path": str(tmp / "sample.jsonl")})
-    out, summary = generate(rows, source_name=name, psychec=PsycheC(timeout=60.0), val_fraction=0.25, workers=4,
-                            **_sample_settings())
+    out, summary = generate(
+        rows, source_name=name, psychec=PsycheC(timeout=60.0), val_fraction=0.25, workers=4, **_sample_settings()
+    )
     assert out == out1 and summary["steps"] == first["steps"] and summary["workers"] == 4
 
 
@@ -220,8 +269,13 @@ def test_psychec_failure_reasons_counted(tmp_path):
     for d, reason in ((slow, "psychecgen timeout"), (bad, "psychecgen exit 3")):
         p = PsycheC(timeout=0.5, bin_dir=d)
         assert p.gen == str(d / "psychecgen")
-        _, summary = generate(rows[:2], source_name=name, fields={"pseudo": "instruction", "source": "output"},
-                              psychec=p, clang_format_timeout=30.0)
+        _, summary = generate(
+            rows[:2],
+            source_name=name,
+            fields={"pseudo": "instruction", "source": "output"},
+            psychec=p,
+            clang_format_timeout=30.0,
+        )
         n = summary["steps"]["headers"]["in"]
         assert n >= 1 and summary["steps"]["headers"]["dropped_by_reason"] == {reason: n}
         # per Psyche-C run (one per distinct IR; the same function at two levels runs once)
@@ -250,8 +304,12 @@ def test_generated_datasets_entries(tmp_path):
     from codegrpo.data.generate import generated_datasets
 
     ds = generated_datasets(tmp_path / "gen")
-    assert sorted(ds) == ["generated_rl_skeleton", "generated_rl_skin", "generated_sft_ir2src",
-                          "generated_sft_pseudo2ir"]
+    assert sorted(ds) == [
+        "generated_rl_skeleton",
+        "generated_rl_skin",
+        "generated_sft_ir2src",
+        "generated_sft_pseudo2ir",
+    ]
     assert ds["generated_rl_skeleton"]["path"] == str(tmp_path / "gen" / "rl_skeleton.jsonl")
     assert ds["generated_rl_skeleton"]["check_headers"] and not ds["generated_sft_pseudo2ir"]["normalize"]
     cfg = {"device": "cpu", "datasets": ds}
@@ -274,6 +332,7 @@ def test_generate_decontaminates_and_dedups(tmp_path, psychec):
 
 def test_load_rows_errors(tmp_path):
     from codegrpo.data.ingest import DataError
+
     with pytest.raises(FileNotFoundError, match="not found"):
         load_rows({"path": str(tmp_path / "nope.jsonl")})
     bad = tmp_path / "e.json"
@@ -289,18 +348,31 @@ def test_load_rows_by_hub_id_layout(tmp_path):
 
     repo = tmp_path / "decompile-ghidra-100k"
     repo.mkdir()
-    pd.DataFrame([{"instruction": f"# This is the assembly code:\nint f{i}(void) {{ return {i}; }}\n"
-                                  "# What is the source code?\n", "output": f"int f{i}(void) {{ return {i}; }}"}
-                  for i in range(5)]).to_parquet(repo / "train-00000-of-00001.parquet", index=False)
+    pd.DataFrame(
+        [
+            {
+                "instruction": f"# This is the assembly code:\nint f{i}(void) {{ return {i}; }}\n"
+                "# What is the source code?\n",
+                "output": f"int f{i}(void) {{ return {i}; }}",
+            }
+            for i in range(5)
+        ]
+    ).to_parquet(repo / "train-00000-of-00001.parquet", index=False)
     rows, name = load_rows({"hub_id": str(repo), "split": "train", "cache_dir": str(tmp_path / "c"), "limit": 3})
     assert name == str(repo) and len(rows) == 3 and set(rows[0]) == {"instruction", "output"}
     assert any((tmp_path / "c").iterdir())  # the configured cache folder is used
 
 
 def _gen_cfg(sample, psychec_bin):
-    return {"source": {"path": str(sample)}, "fields": {"pseudo": "instruction", "source": "output"},
-            "decontaminate": [], "psychec_timeout": 0.5, "psychec_bin": str(psychec_bin), "val_fraction": 0.25,
-            "dedup": "ir"}
+    return {
+        "source": {"path": str(sample)},
+        "fields": {"pseudo": "instruction", "source": "output"},
+        "decontaminate": [],
+        "psychec_timeout": 0.5,
+        "psychec_bin": str(psychec_bin),
+        "val_fraction": 0.25,
+        "dedup": "ir",
+    }
 
 
 _NORMALIZE = {"clang_format": None, "clang_format_timeout": 30.0, "clang_format_style": "Google"}
@@ -317,8 +389,13 @@ def test_generation_without_psychec_refuses_to_start(tmp_path, monkeypatch):
     _write_sample(tmp_path / "s.jsonl", n=4)
     out = tmp_path / "out"
     with pytest.raises(FileNotFoundError, match=r"data\.generate\.psychec_bin.*scripts/build_psychec\.sh"):
-        generate_from_config(_gen_cfg(tmp_path / "s.jsonl", tmp_path / "nothing-here"), normalize_cfg=_NORMALIZE,
-                             headers_cfg=_HEADERS, seed=0, out_dir=out)
+        generate_from_config(
+            _gen_cfg(tmp_path / "s.jsonl", tmp_path / "nothing-here"),
+            normalize_cfg=_NORMALIZE,
+            headers_cfg=_HEADERS,
+            seed=0,
+            out_dir=out,
+        )
     assert not out.exists()
 
 
@@ -333,8 +410,9 @@ def test_generation_that_drops_every_row_fails_and_writes_nothing(tmp_path):
     _write_sample(tmp_path / "s.jsonl", n=4)
     out = tmp_path / "out"
     with pytest.raises(ValueError, match=r"every one of the 5 rows .* was dropped.*psychecgen exit 3"):
-        generate_from_config(_gen_cfg(tmp_path / "s.jsonl", bad), normalize_cfg=_NORMALIZE, headers_cfg=_HEADERS,
-                             seed=0, out_dir=out)
+        generate_from_config(
+            _gen_cfg(tmp_path / "s.jsonl", bad), normalize_cfg=_NORMALIZE, headers_cfg=_HEADERS, seed=0, out_dir=out
+        )
     assert not out.exists()
 
 
@@ -344,16 +422,20 @@ def test_standard_c_names_are_data_and_kept_as_functions_and_variables():
     names = standard_c_names()
     # the reference's list, shipped verbatim (sha256 in codegrpo/data/resources/PROVENANCE.md)
     import hashlib
+
     assert hashlib.sha256(STANDARD_C_FILE.read_bytes()).hexdigest() == (
-        "5f3e8586105235183c6758c1998f1df1ad338e7c25df2c1e03b8b4a9faeedf9a")
+        "5f3e8586105235183c6758c1998f1df1ad338e7c25df2c1e03b8b4a9faeedf9a"
+    )
     assert len(names) == 129 and {"malloc", "free", "memcpy", "strlen", "qsort", "setlocale"} <= names
-    src = ("struct Lvl { int time; int size; };\n"
-           "void f(struct Lvl *l, char *buf) {\n  char *p = malloc(l->size);\n  memcpy(p, buf, l->time);\n"
-           "  free(p);\n  printf(\"size %d\\n\", l->size);\n}\n")
+    src = (
+        "struct Lvl { int time; int size; };\n"
+        "void f(struct Lvl *l, char *buf) {\n  char *p = malloc(l->size);\n  memcpy(p, buf, l->time);\n"
+        '  free(p);\n  printf("size %d\\n", l->size);\n}\n'
+    )
     pseudo = 'void sub_1(long a1, char *a2) { printf("size %d\\n", *(int *)(a1 + 4)); }'
     # a word inside a string literal does not make a name visible
     assert "size" not in visible_names(pseudo) and "printf" in visible_names(pseudo)
-    assert visible_names("x = 'q'; y = \"a\\\"b c\";") == {"x", "y"}
+    assert visible_names('x = \'q\'; y = "a\\"b c";') == {"x", "y"}
     ir, mapping = obfuscate(src, visible_names(pseudo))
     # standard names stay although the pseudo-code does not show them; a member named like one does not
     assert "malloc(" in ir and "memcpy(" in ir and "free(" in ir and "printf(" in ir

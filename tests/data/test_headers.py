@@ -38,16 +38,20 @@ def fake_psychec(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     count = tmp_path / "gen_runs"
-    _script(bin_dir / "psychecgen",
-            f'echo run >> "{count}"\n'
-            '[ "$2" = "-o" ] || exit 64\n'
-            f'grep -q SLEEP "$1" && {{ sleep 30 & echo $! > "{tmp_path}/bg_pid"; sleep 30; }}\n'
-            'cp "$1" "$3"\n')
-    _script(bin_dir / "psychecsolver-exe",
-            '[ "$1" = "-i" ] && [ "$3" = "-o" ] || exit 64\n'
-            'grep -q BREAK "$2" && exit 3\n'
-            'grep -q NOFILE "$2" && exit 0\n'
-            f"printf '%s' '{HEADER}' > \"$4\"\n")
+    _script(
+        bin_dir / "psychecgen",
+        f'echo run >> "{count}"\n'
+        '[ "$2" = "-o" ] || exit 64\n'
+        f'grep -q SLEEP "$1" && {{ sleep 30 & echo $! > "{tmp_path}/bg_pid"; sleep 30; }}\n'
+        'cp "$1" "$3"\n',
+    )
+    _script(
+        bin_dir / "psychecsolver-exe",
+        '[ "$1" = "-i" ] && [ "$3" = "-o" ] || exit 64\n'
+        'grep -q BREAK "$2" && exit 3\n'
+        'grep -q NOFILE "$2" && exit 0\n'
+        f"printf '%s' '{HEADER}' > \"$4\"\n",
+    )
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return count
 
@@ -88,8 +92,10 @@ def test_psychec_found_in_build_dir(monkeypatch, tmp_path):
 
 
 def test_shipped_rl_headers(data_dir, no_psychec):
-    recs = ingest_dataset("rl", {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"),
-                                 "shape": "verl", "stage": "skeleton"}).records
+    recs = ingest_dataset(
+        "rl",
+        {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"), "shape": "verl", "stage": "skeleton"},
+    ).records
     out, summary = validate_headers(recs, psychec=PsycheC(gen=None, solver=None), workers=2)
     assert summary["gcc_version"] == gcc_version()
     statuses = {r["index"]: r["header_status"] for r in out}
@@ -103,9 +109,11 @@ def test_shipped_rl_headers(data_dir, no_psychec):
 
 
 def test_fails_status_and_reason(no_psychec):
-    recs = [{"id": "a", "header": HEADER, "target": CODE},
-            {"id": "b", "header": "int var2;", "target": CODE},
-            {"id": "c", "header": None, "target": CODE}]
+    recs = [
+        {"id": "a", "header": HEADER, "target": CODE},
+        {"id": "b", "header": "int var2;", "target": CODE},
+        {"id": "c", "header": None, "target": CODE},
+    ]
     out, summary = validate_headers(recs)
     assert [r["header_status"] for r in out] == ["ok", "fails", "missing"]
     assert "type1" in out[1]["header_reason"]
@@ -139,8 +147,9 @@ def test_psychec_failures_are_none(fake_psychec):
     out, _ = validate_headers([{"id": "x", "header": None, "target": CODE + "/* BREAK */"}], psychec=p)
     assert out[0]["header_status"] == "missing" and "Psyche-C failed" in out[0]["header_reason"]
     # a generated header that does not make the code compile -> fails
-    out, _ = validate_headers([{"id": "y", "header": None, "target": "int g() { return undeclared_thing; }"}],
-                              psychec=p)
+    out, _ = validate_headers(
+        [{"id": "y", "header": None, "target": "int g() { return undeclared_thing; }"}], psychec=p
+    )
     assert out[0]["header_status"] == "fails"
 
 

@@ -19,6 +19,7 @@ import pytest
 from codegrpo.data.headers import PsycheC, gcc_syntax_check, validate_headers
 
 from tests.conftest import REPO_ROOT as ROOT
+
 RL = ROOT / "data/sk2decompile/sk2decompile-rl-examples.jsonl"
 ARCHIVES = sorted((ROOT.parent / "shared/vendor/psychec").glob("psychec-original-*.tar.gz"))
 
@@ -34,8 +35,10 @@ def psychec() -> PsycheC:
     gen, solver = bin_dir / "psychecgen", bin_dir / "psychecsolver-exe"
     if not (gen.is_file() and solver.is_file()):
         if ARCHIVES:
-            pytest.fail(f"Psyche-C not built in {bin_dir} although its source is at {ARCHIVES[0]}: "
-                        f"run scripts/setup.sh (or scripts/build_psychec.sh {ARCHIVES[0]} {_prefix()})")
+            pytest.fail(
+                f"Psyche-C not built in {bin_dir} although its source is at {ARCHIVES[0]}: "
+                f"run scripts/setup.sh (or scripts/build_psychec.sh {ARCHIVES[0]} {_prefix()})"
+            )
         pytest.skip("Psyche-C neither built nor its source archive present")
     # generous timeout: the machine may be loaded; the reference's 1 s is a speed limit, not a result
     return PsycheC(gen=str(gen), solver=str(solver), timeout=60.0)
@@ -56,9 +59,11 @@ def shipped_run(psychec):
 
 def test_real_psychec_reproduces_shipped_headers(shipped_run, psychec):
     assert len(shipped_run) == 100
-    equal = sum(1 for r in shipped_run
-                if r["inferred"] is not None and r["shipped"] is not None
-                and r["inferred"].strip() == r["shipped"].strip())
+    equal = sum(
+        1
+        for r in shipped_run
+        if r["inferred"] is not None and r["shipped"] is not None and r["inferred"].strip() == r["shipped"].strip()
+    )
     compiles = sum(1 for r in shipped_run if r["compiles"])
     produced = sum(1 for r in shipped_run if r["inferred"] is not None)
     # measured with this build: 99 produced, 99 byte-identical, 99 compile; the 100th (shipped header

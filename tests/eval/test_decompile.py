@@ -34,8 +34,14 @@ def test_loader_reads_all_levels(tasks, repo_root):
 
 def test_loader_names_entry_and_field(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps([{"task_id": 0, "type": "O0", "c_func": "", "c_test": "", "input_asm_prompt": ""},
-                               {"task_id": 1, "type": "O0", "c_func": "", "input_asm_prompt": ""}]))
+    bad.write_text(
+        json.dumps(
+            [
+                {"task_id": 0, "type": "O0", "c_func": "", "c_test": "", "input_asm_prompt": ""},
+                {"task_id": 1, "type": "O0", "c_func": "", "input_asm_prompt": ""},
+            ]
+        )
+    )
     with pytest.raises(d.EvalDataError, match=r"bad.json: entry 1: missing field 'c_test'"):
         d.load_humaneval_decompile(bad)
     bad.write_text(json.dumps([{"task_id": 0, "type": "O9", "c_func": "", "c_test": "", "input_asm_prompt": ""}]))
@@ -51,21 +57,35 @@ def test_both_loaders_check_rows_the_same_way(tmp_path):
     non-integer id and (normsrcpseudo) the configured input field, each named with the file and the entry."""
     bad = tmp_path / "bad.json"
     he = {"task_id": 0, "type": "O0", "c_func": "", "c_test": "", "input_asm_prompt": ""}
-    nsp = {"index": 0, "func_name": "f", "func_dep": "", "func": "", "test": "", "opt": "O0", "language": "c",
-           "ida_pseudo": "", "ghidra_pseudo": ""}
-    cases = [(d.load_humaneval_decompile, [he, 3], r"bad.json: entry 1: expected an object, got int"),
-             (d.load_humaneval_decompile, [dict(he, c_func=1)], r"entry 0: field 'c_func' must be a string"),
-             (d.load_humaneval_decompile, [dict(he, task_id="x")], r"entry 0: field 'task_id' is not an integer: 'x'"),
-             (d.load_normsrcpseudo, [nsp, []], r"bad.json: entry 1: expected an object, got list"),
-             (d.load_normsrcpseudo, [dict(nsp, test=None)], r"entry 0: field 'test' must be a string"),
-             (d.load_normsrcpseudo, [dict(nsp, index="y")], r"entry 0: field 'index' is not an integer: 'y'")]
+    nsp = {
+        "index": 0,
+        "func_name": "f",
+        "func_dep": "",
+        "func": "",
+        "test": "",
+        "opt": "O0",
+        "language": "c",
+        "ida_pseudo": "",
+        "ghidra_pseudo": "",
+    }
+    cases = [
+        (d.load_humaneval_decompile, [he, 3], r"bad.json: entry 1: expected an object, got int"),
+        (d.load_humaneval_decompile, [dict(he, c_func=1)], r"entry 0: field 'c_func' must be a string"),
+        (d.load_humaneval_decompile, [dict(he, task_id="x")], r"entry 0: field 'task_id' is not an integer: 'x'"),
+        (d.load_normsrcpseudo, [nsp, []], r"bad.json: entry 1: expected an object, got list"),
+        (d.load_normsrcpseudo, [dict(nsp, test=None)], r"entry 0: field 'test' must be a string"),
+        (d.load_normsrcpseudo, [dict(nsp, index="y")], r"entry 0: field 'index' is not an integer: 'y'"),
+    ]
     for load, rows, message in cases:
         bad.write_text(json.dumps(rows))
         with pytest.raises(d.EvalDataError, match=message):
             load(bad)
     bad.write_text(json.dumps([nsp]))
-    with pytest.raises(d.EvalDataError, match=r"entry 0: missing field 'ida_pseudo_norm' \(the configured model "
-                                              r"input field\)"):
+    with pytest.raises(
+        d.EvalDataError,
+        match=r"entry 0: missing field 'ida_pseudo_norm' \(the configured model "
+        r"input field\)",
+    ):
         d.load_normsrcpseudo(bad, input_field="ida_pseudo_norm")
     assert [t.task_id for t in d.load_normsrcpseudo(bad)] == [0]
     del nsp["ida_pseudo"]
@@ -75,24 +95,31 @@ def test_both_loaders_check_rows_the_same_way(tmp_path):
 
 
 def test_split_includes_collects_and_removes():
-    inc, (f, t) = d.split_includes("#include <stdio.h>\nint f(){return 1;}\n", "#include <assert.h>\n#include <stdio.h>\nint main(){}")
+    inc, (f, t) = d.split_includes(
+        "#include <stdio.h>\nint f(){return 1;}\n", "#include <assert.h>\n#include <stdio.h>\nint main(){}"
+    )
     assert inc == ["#include <stdio.h>", "#include <assert.h>"]
     assert "#include" not in f and "#include" not in t
-    only, full = d.build_programs("int f(){return 1;}", "#include <math.h>\nint f();", "#include <assert.h>\nint main(){assert(f()==1);}")
+    only, full = d.build_programs(
+        "int f(){return 1;}", "#include <math.h>\nint f();", "#include <assert.h>\nint main(){assert(f()==1);}"
+    )
     assert only.startswith("#include <math.h>\n#include <assert.h>\n")
     assert full.index("int f(){return 1;}") < full.index("int main()")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("int foo(int a) { return a ? foo(a - 1) : 0; }", "int func0(int a) { return a ? func0(a - 1) : 0; }"),
-    ("char *bar(char *s) { return s; }", "char *func0(char *s) { return s; }"),
-    ("char **baz(void) { return 0; }", "char **func0(void) { return 0; }"),
-    ("int func0(int a) { return a; }", "int func0(int a) { return a; }"),
-    ("no parenthesis at all", "no parenthesis at all"),
-    ("", ""),
-    # the reference's plain substring replace also rewrites identifiers containing the name
-    ("int f(int fx) { return fx; }", "int func0(int func0x) { return func0x; }"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("int foo(int a) { return a ? foo(a - 1) : 0; }", "int func0(int a) { return a ? func0(a - 1) : 0; }"),
+        ("char *bar(char *s) { return s; }", "char *func0(char *s) { return s; }"),
+        ("char **baz(void) { return 0; }", "char **func0(void) { return 0; }"),
+        ("int func0(int a) { return a; }", "int func0(int a) { return a; }"),
+        ("no parenthesis at all", "no parenthesis at all"),
+        ("", ""),
+        # the reference's plain substring replace also rewrites identifiers containing the name
+        ("int f(int fx) { return fx; }", "int func0(int func0x) { return func0x; }"),
+    ],
+)
 def test_restore_function_name(text, expected):
     assert d.restore_function_name(text, "func0") == expected
 
@@ -103,7 +130,9 @@ def test_gold_subset_passes_and_wrong_outputs_fail(tasks):
     # level O1: a wrong body (compiles, fails the asserts); O2: does not compile; O3: missing (empty output)
     for t in sub:
         if t.opt == "O1":
-            outputs[t.key] = "int func0() { return 0; }" if t.task_id % 2 else outputs[t.key].replace("return", "return 7 +", 1)
+            outputs[t.key] = (
+                "int func0() { return 0; }" if t.task_id % 2 else outputs[t.key].replace("return", "return 7 +", 1)
+            )
         elif t.opt == "O2":
             outputs[t.key] = "int func0( { this is not C"
         elif t.opt == "O3":
@@ -167,7 +196,10 @@ def test_normalizer_formats_ghidra_pseudo(tasks):
     prompt = d.skeleton_prompt(out)
     assert prompt.startswith("# This is the assembly code:\nundefined8 func0(")
     assert prompt.endswith("\n# What is the source code?\n")
-    assert d.skin_prompt("  int func0() {}\n") == "# This is the normalized code:\nint func0() {}\n# What is the source code?\n"
+    assert (
+        d.skin_prompt("  int func0() {}\n")
+        == "# This is the normalized code:\nint func0() {}\n# What is the source code?\n"
+    )
 
 
 @pytest.mark.slow
@@ -176,12 +208,23 @@ def test_two_phase_inference_with_tiny_model(repo_root, tmp_path):
     from codegrpo.models import build_tiny_model
 
     data = json.loads((repo_root / GHIDRA).read_text())
-    model = build_tiny_model(tmp_path / "tiny", [x["c_func"] for x in data[:40]] + [x["input_asm_prompt"] for x in data[:40]],
-                             vocab_size=400)
+    model = build_tiny_model(
+        tmp_path / "tiny", [x["c_func"] for x in data[:40]] + [x["input_asm_prompt"] for x in data[:40]], vocab_size=400
+    )
     out = tmp_path / "eval" / "sys.json"
     settings = GenerationSettings(max_new_tokens=12, batch_size=4, use_chat_template=True)
-    res = d.run_system("tiny_two_phase", model, model, repo_root / GHIDRA, out, settings=settings,
-                       backend="transformers", tasks_per_level=1, workers=2, variant="full")
+    res = d.run_system(
+        "tiny_two_phase",
+        model,
+        model,
+        repo_root / GHIDRA,
+        out,
+        settings=settings,
+        backend="transformers",
+        tasks_per_level=1,
+        workers=2,
+        variant="full",
+    )
     saved = json.loads(out.read_text())
     assert saved["tasks_per_level"] == {lv: 1 for lv in d.LEVELS}
     assert saved["models"]["skin"] == str(model) and saved["backend"] == "transformers"
@@ -202,16 +245,30 @@ def test_two_phase_on_the_mbpp_sample(repo_root, tmp_path, monkeypatch):
     for k in [k for k in os.environ if k.startswith("CODEGRPO_EMBEDDING_")]:
         monkeypatch.delenv(k)
     rows = json.loads((repo_root / MBPP).read_text())
-    model = build_tiny_model(tmp_path / "tiny", [r["func"] for r in rows] + [r["ida_pseudo"] for r in rows],
-                             vocab_size=300)
+    model = build_tiny_model(
+        tmp_path / "tiny", [r["func"] for r in rows] + [r["ida_pseudo"] for r in rows], vocab_size=300
+    )
     out = tmp_path / "eval" / "sys" / "mbpp_decompile.json"
     from codegrpo.eval import sk2d_protocol as sk2d
 
     settings = GenerationSettings(max_new_tokens=8, batch_size=4, use_chat_template=False)
-    res = d.run_system("sys", model, model, repo_root / MBPP, out, settings=settings, backend="transformers",
-                       tasks_per_level=1, workers=2, variant="full", identifier=True,
-                       embedding={"backend": "local"}, benchmark="mbpp_decompile", protocol="sk2decompile",
-                       input_field="ida_pseudo_norm")
+    res = d.run_system(
+        "sys",
+        model,
+        model,
+        repo_root / MBPP,
+        out,
+        settings=settings,
+        backend="transformers",
+        tasks_per_level=1,
+        workers=2,
+        variant="full",
+        identifier=True,
+        embedding={"backend": "local"},
+        benchmark="mbpp_decompile",
+        protocol="sk2decompile",
+        input_field="ida_pseudo_norm",
+    )
     saved = json.loads(out.read_text())
     assert saved["benchmark"] == "mbpp_decompile" and saved["protocol"] == "sk2decompile"
     assert saved["tasks_per_level"] == {lv: 1 for lv in d.LEVELS} and "ida_pseudo_norm" in saved["input_note"]
@@ -230,8 +287,9 @@ def test_two_phase_on_the_mbpp_sample(repo_root, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_identifier_metric_prefers_named_outputs(repo_root, tmp_path):
     """On BringUpBench, the skin model's named outputs score above the skeleton's placeholder IR."""
-    res = d.run_bringupbench_identifier(repo_root / BRINGUP, tmp_path / "bub.json", limit=30,
-                                        embedding={"backend": "local"})
+    res = d.run_bringupbench_identifier(
+        repo_root / BRINGUP, tmp_path / "bub.json", limit=30, embedding={"backend": "local"}
+    )
     s = res["scores"]
     assert s["reference infer-out-model2"]["n"] == 30
     assert s["reference infer-out-model2"]["mean"] > s["reference infer-out-model1"]["mean"] > 0.0
@@ -265,8 +323,11 @@ def test_hostile_outputs_are_contained(tasks, tmp_path):
     t = tasks[0]
     marker = tmp_path / "escaped"
     fork_bomb = "#include <unistd.h>\nint func0(float *a, int n, float th) { for (;;) fork(); return 0; }"
-    writer = ("#include <stdio.h>\nint func0(float *a, int n, float th) { FILE *f = fopen(\"" + str(marker)
-              + "\", \"w\"); if (f) { fputs(\"x\", f); fclose(f); } return 1; }")
+    writer = (
+        '#include <stdio.h>\nint func0(float *a, int n, float th) { FILE *f = fopen("'
+        + str(marker)
+        + '", "w"); if (f) { fputs("x", f); fclose(f); } return 1; }'
+    )
     res = d.reexecutability([t], {t.key: fork_bomb}, timeout=2.0)
     assert not res["records"][0]["passed"]
     res = d.reexecutability([t], {t.key: writer}, timeout=2.0)

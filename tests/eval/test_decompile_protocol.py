@@ -85,19 +85,28 @@ def ref_llm4decompile(c_func: str, c_test: str, candidate: str) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "only.c").write_text(include + "\n" + candidate)
         Path(tmp, "comb.c").write_text(include + "\n" + candidate + "\n" + c_test)
-        return (_run(["gcc", "-S", "only.c", "-o", "only", "-lm"], tmp)
-                and _run(["gcc", "comb.c", "-o", "comb", "-lm"], tmp) and _run([str(Path(tmp, "comb"))], tmp))
+        return (
+            _run(["gcc", "-S", "only.c", "-o", "only", "-lm"], tmp)
+            and _run(["gcc", "comb.c", "-o", "comb", "-lm"], tmp)
+            and _run([str(Path(tmp, "comb"))], tmp)
+        )
 
 
 # ------------------------------------------------------------------------------------------ schema-exact sample
 
 
 BOOL_ROW = {
-    "index": 900, "func_name": "is_pos", "func_dep": "#include <stdio.h>",
+    "index": 900,
+    "func_name": "is_pos",
+    "func_dep": "#include <stdio.h>",
     "func": "int is_pos(int x) { return x > 0; }",
     "test": "#include <stdbool.h>\n#include <assert.h>\nint main(void) { assert(is_pos(3) == 1); assert(!is_pos(-1)); "
-            "return 0; }",
-    "opt": "O0", "language": "c", "asm": "", "ida_asm": "", "ghidra_asm": "",
+    "return 0; }",
+    "opt": "O0",
+    "language": "c",
+    "asm": "",
+    "ida_asm": "",
+    "ghidra_asm": "",
     "ida_pseudo": "int __fastcall sub_1149(int a1)\n{\n  return a1 > 0;\n}",
     "ghidra_pseudo": "bool FUN_00101149(int param_1)\n{\n  return 0 < param_1;\n}",
     "ida_pseudo_norm": "int func0(int a1) {\n  return a1 > 0;\n}",
@@ -112,11 +121,23 @@ def normsrcpseudo_rows(repo_root) -> list[dict]:
     rows = []
     for t in d.load_humaneval_decompile(repo_root / GHIDRA, tasks_per_level=TASKS_PER_LEVEL):
         includes, (func,) = d.split_includes(t.c_func)
-        rows.append({"index": t.task_id, "func_name": "func0", "func_dep": "\n".join(includes),
-                     "func": func.strip() + "\n", "test": t.c_test, "opt": t.opt, "language": "c",
-                     "asm": "", "ida_asm": "", "ghidra_asm": "",
-                     "ida_pseudo": t.pseudo.replace("func0", "sub_1189", 1), "ghidra_pseudo": t.pseudo,
-                     "ida_pseudo_norm": ""})
+        rows.append(
+            {
+                "index": t.task_id,
+                "func_name": "func0",
+                "func_dep": "\n".join(includes),
+                "func": func.strip() + "\n",
+                "test": t.c_test,
+                "opt": t.opt,
+                "language": "c",
+                "asm": "",
+                "ida_asm": "",
+                "ghidra_asm": "",
+                "ida_pseudo": t.pseudo.replace("func0", "sub_1189", 1),
+                "ghidra_pseudo": t.pseudo,
+                "ida_pseudo_norm": "",
+            }
+        )
     rows.append(dict(BOOL_ROW))
     rows.append({**BOOL_ROW, "index": 901, "language": "cpp"})  # skipped: evaluate_exe.py selects language 'c'
     return rows
@@ -133,11 +154,11 @@ def mutants(func: str) -> dict[str, str]:
     out = {}
     m = re.search(r"return\s+([^;]+);", func)
     if m:
-        out["wrong_return"] = func[:m.start(1)] + "1 + (" + m.group(1) + ")" + func[m.end(1):]
+        out["wrong_return"] = func[: m.start(1)] + "1 + (" + m.group(1) + ")" + func[m.end(1) :]
     if " < " in func:
         out["flipped_compare"] = func.replace(" < ", " >= ", 1)
     out["renamed"] = func.replace("func0", "my_decompiled_fn")
-    out["syntax_error"] = func[:func.rindex("}")]  # the closing brace dropped
+    out["syntax_error"] = func[: func.rindex("}")]  # the closing brace dropped
     out["empty"] = ""
     return out
 
@@ -210,7 +231,9 @@ def test_protocol_verdicts_equal_reference_procedures(nsp_file):
         cases.append((t, "ida", row["ida_pseudo"], True))
         if t.task_id != 900:
             cases += [(t, name, text, False) for name, text in mutants(row["func"]).items()]
-    cases.append((next(t for t in tasks if t.task_id == 900), "uses_bool", "bool is_pos(int x) { return x > 0; }", False))
+    cases.append(
+        (next(t for t in tasks if t.task_id == 900), "uses_bool", "bool is_pos(int x) { return x > 0; }", False)
+    )
 
     # every candidate becomes its own task (a unique id), so that each protocol is one scoring call
     import dataclasses
@@ -253,8 +276,9 @@ def test_protocol_verdicts_equal_reference_procedures(nsp_file):
 
 
 def test_ida_and_ghidra_baseline_rows(nsp_file, tmp_path):
-    res = d.run_baseline("ida", nsp_file, tmp_path / "ida.json", benchmark="mbpp_decompile", protocol="sk2decompile",
-                         tasks_per_level=1)
+    res = d.run_baseline(
+        "ida", nsp_file, tmp_path / "ida.json", benchmark="mbpp_decompile", protocol="sk2decompile", tasks_per_level=1
+    )
     saved = json.loads((tmp_path / "ida.json").read_text())
     assert saved["benchmark"] == "mbpp_decompile" and saved["protocol"] == "sk2decompile"
     assert saved["tasks_per_level"] == {lv: 1 for lv in d.LEVELS}
@@ -264,8 +288,19 @@ def test_ida_and_ghidra_baseline_rows(nsp_file, tmp_path):
     gold = d.run_baseline("gold", nsp_file, tmp_path / "gold.json", protocol="sk2decompile", tasks_per_level=1)
     assert gold["reexec_avg"] == 100.0
     legacy = tmp_path / "legacy.json"
-    legacy.write_text(json.dumps([{"task_id": 0, "type": "O0", "c_func": "int func0(void){return 0;}",
-                                   "c_test": "int main(void){return func0();}", "input_asm_prompt": ""}]))
+    legacy.write_text(
+        json.dumps(
+            [
+                {
+                    "task_id": 0,
+                    "type": "O0",
+                    "c_func": "int func0(void){return 0;}",
+                    "c_test": "int main(void){return func0();}",
+                    "input_asm_prompt": "",
+                }
+            ]
+        )
+    )
     with pytest.raises(d.EvalDataError, match="needs an evaluation file with ida_pseudo"):
         d.run_baseline("ida", legacy, tmp_path / "x.json", levels=("O0",))
     assert not os.path.exists(tmp_path / "x.json")
@@ -273,8 +308,20 @@ def test_ida_and_ghidra_baseline_rows(nsp_file, tmp_path):
 
 # ------------------------------------------------------------------------------------------ MBPP-Decompile sample
 MBPP_SAMPLE = "data/sk2decompile/mbpp-decompile-sample.json"
-REFERENCE_FIELDS = ("index", "func_name", "func_dep", "func", "test", "opt", "language", "asm", "ida_asm",
-                    "ida_pseudo", "ghidra_asm", "ghidra_pseudo")
+REFERENCE_FIELDS = (
+    "index",
+    "func_name",
+    "func_dep",
+    "func",
+    "test",
+    "opt",
+    "language",
+    "asm",
+    "ida_asm",
+    "ida_pseudo",
+    "ghidra_asm",
+    "ghidra_pseudo",
+)
 
 
 def test_mbpp_sample_is_schema_exact_and_its_gold_passes(repo_root, tmp_path):
@@ -287,8 +334,14 @@ def test_mbpp_sample_is_schema_exact_and_its_gold_passes(repo_root, tmp_path):
     assert d.detect_schema(repo_root / MBPP_SAMPLE) == "normsrcpseudo"
     tasks = d.load_eval_set(repo_root / MBPP_SAMPLE)
     assert sorted(t.key for t in tasks) == sorted(f"{i}_{lv}" for i in range(4) for lv in d.LEVELS)
-    gold = d.run_baseline("gold", repo_root / MBPP_SAMPLE, tmp_path / "gold.json", benchmark="mbpp_decompile",
-                          protocol="sk2decompile", workers=2)
+    gold = d.run_baseline(
+        "gold",
+        repo_root / MBPP_SAMPLE,
+        tmp_path / "gold.json",
+        benchmark="mbpp_decompile",
+        protocol="sk2decompile",
+        workers=2,
+    )
     assert gold["reexec"] == {lv: 100.0 for lv in d.LEVELS} and gold["protocol"] == "sk2decompile"
     # the tests can fail: a wrong function fails everywhere
     wrong = {t.key: t.c_func.replace("return", "return 1 +", 1) for t in tasks}

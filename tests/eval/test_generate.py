@@ -19,7 +19,7 @@ from codegrpo.eval.generate import GenerationSettings, HFGenerator, VLLMGenerato
 
 GHIDRA = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 
-FAKE_VLLM = '''
+FAKE_VLLM = """
 import types
 from transformers import AutoTokenizer
 
@@ -53,9 +53,9 @@ class LLM:
                 raise ValueError(f"prompt of {len(ids)} tokens longer than max_model_len")
         out = lambda: types.SimpleNamespace(text="int func0(int a) { return a; }")
         return [types.SimpleNamespace(outputs=[out() for _ in range(params.kw["n"])]) for _ in prompts]
-'''
+"""
 
-FAKE_PARALLEL_STATE = '''
+FAKE_PARALLEL_STATE = """
 from vllm import ALIVE, EVENTS
 
 
@@ -66,7 +66,7 @@ def destroy_model_parallel():
 
 def destroy_distributed_environment():
     EVENTS.append(("destroy_dist",))
-'''
+"""
 
 
 @pytest.fixture()
@@ -89,18 +89,30 @@ def tiny(repo_root, tmp_path_factory):
     from codegrpo.models import build_tiny_model
 
     data = json.loads((repo_root / GHIDRA).read_text())[:30]
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", [x["c_func"] for x in data], vocab_size=330,
-                            num_layers=1)
+    return build_tiny_model(
+        tmp_path_factory.mktemp("tiny") / "m", [x["c_func"] for x in data], vocab_size=330, num_layers=1
+    )
 
 
 def test_engine_args_come_from_the_settings(fake_vllm, tiny):
-    s = GenerationSettings(max_new_tokens=7, max_prompt_tokens=40, gpu_memory_utilization=0.42,
-                           max_model_len=300, tensor_parallel_size=2, seed=5)
+    s = GenerationSettings(
+        max_new_tokens=7,
+        max_prompt_tokens=40,
+        gpu_memory_utilization=0.42,
+        max_model_len=300,
+        tensor_parallel_size=2,
+        seed=5,
+    )
     gen = make_generator(tiny, s, backend="vllm")
     assert isinstance(gen, VLLMGenerator)
     ((kind, args),) = fake_vllm.EVENTS
-    assert kind == "engine" and args == {"model": str(tiny), "gpu_memory_utilization": 0.42, "max_model_len": 300,
-                                         "tensor_parallel_size": 2, "seed": 5}
+    assert kind == "engine" and args == {
+        "model": str(tiny),
+        "gpu_memory_utilization": 0.42,
+        "max_model_len": 300,
+        "tensor_parallel_size": 2,
+        "seed": 5,
+    }
     gen.close()
     # max_model_len defaults to what the benchmark needs, and cannot be below it
     VLLMGenerator(tiny, GenerationSettings(max_new_tokens=7, max_prompt_tokens=40)).close()
@@ -124,10 +136,20 @@ def test_prompts_are_cut_like_the_transformers_backend(fake_vllm, tiny):
 
 def test_two_phase_never_holds_two_engines(fake_vllm, repo_root, tiny, tmp_path):
     out = tmp_path / "sys.json"
-    settings = GenerationSettings(max_new_tokens=8, max_prompt_tokens=64, use_chat_template=True,
-                                  gpu_memory_utilization=0.8)
-    res = d.run_system("fake_vllm_sys", tiny, tiny, repo_root / GHIDRA, out, settings=settings, backend="vllm",
-                       tasks_per_level=1, workers=2)
+    settings = GenerationSettings(
+        max_new_tokens=8, max_prompt_tokens=64, use_chat_template=True, gpu_memory_utilization=0.8
+    )
+    res = d.run_system(
+        "fake_vllm_sys",
+        tiny,
+        tiny,
+        repo_root / GHIDRA,
+        out,
+        settings=settings,
+        backend="vllm",
+        tasks_per_level=1,
+        workers=2,
+    )
     kinds = [e[0] for e in fake_vllm.EVENTS]
     # skeleton engine, all skeleton outputs, teardown; then the skin engine, its outputs, teardown
     assert kinds == ["engine", "generate", "destroy", "destroy_dist", "engine", "generate", "destroy", "destroy_dist"]
@@ -163,8 +185,9 @@ def test_codegen_run_uses_one_engine_closed_before_scoring(fake_vllm, tiny, loca
     settings = GenerationSettings(max_new_tokens=8, max_prompt_tokens=128, n=2, temperature=0.8)
     results = {b: tmp_path / f"{b}.json" for b in ("humaneval", "livecodebench")}
     samples = {"bigcodebench_hard": tmp_path / "bigcodebench_hard.samples.json"}
-    codegen.run_model_benchmarks("fake", tiny, results, samples, settings=settings, backend="vllm", limit=2,
-                                 ks=(1,), workers=2, suites=suites)
+    codegen.run_model_benchmarks(
+        "fake", tiny, results, samples, settings=settings, backend="vllm", limit=2, ks=(1,), workers=2, suites=suites
+    )
     kinds = [e[0] for e in fake_vllm.EVENTS]
     assert kinds == ["engine", "generate", "generate", "generate", "destroy", "destroy_dist"]
     assert fake_vllm.OVERLAPS == [] and fake_vllm.ALIVE == []
@@ -187,12 +210,30 @@ def test_generation_settings_from_rule_params():
 
     from codegrpo.eval.generate import GenerationSettings
 
-    p = SimpleNamespace(max_new_tokens=64, temperature=0.7, top_p=0.9, n_samples=4, batch_size=3, max_prompt_tokens=900,
-                        use_chat_template=True, seed=5,
-                        vllm={"gpu_memory_utilization": 0.4, "max_model_len": 2048, "tensor_parallel_size": 2})
+    p = SimpleNamespace(
+        max_new_tokens=64,
+        temperature=0.7,
+        top_p=0.9,
+        n_samples=4,
+        batch_size=3,
+        max_prompt_tokens=900,
+        use_chat_template=True,
+        seed=5,
+        vllm={"gpu_memory_utilization": 0.4, "max_model_len": 2048, "tensor_parallel_size": 2},
+    )
     s = GenerationSettings.from_params(p)
-    assert (s.max_new_tokens, s.temperature, s.top_p, s.n, s.batch_size, s.max_prompt_tokens, s.use_chat_template,
-            s.seed, s.gpu_memory_utilization, s.max_model_len, s.tensor_parallel_size) == \
-        (64, 0.7, 0.9, 4, 3, 900, True, 5, 0.4, 2048, 2)
+    assert (
+        s.max_new_tokens,
+        s.temperature,
+        s.top_p,
+        s.n,
+        s.batch_size,
+        s.max_prompt_tokens,
+        s.use_chat_template,
+        s.seed,
+        s.gpu_memory_utilization,
+        s.max_model_len,
+        s.tensor_parallel_size,
+    ) == (64, 0.7, 0.9, 4, 3, 900, True, 5, 0.4, 2048, 2)
     g = GenerationSettings.from_params(p, temperature=0.0, n=1)
     assert (g.temperature, g.n, g.top_p, g.max_new_tokens) == (0.0, 1, 1.0, 64)

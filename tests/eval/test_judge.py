@@ -40,11 +40,22 @@ class FakeServer:
                     payload = json.dumps({"error": {"message": f"scripted {action[1]}"}}).encode()
                 else:
                     self.send_response(200)
-                    payload = json.dumps({
-                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": action[1]}}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+                    payload = json.dumps(
+                        {
+                            "id": "x",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body["model"],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": action[1]},
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        }
+                    ).encode()
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -70,21 +81,30 @@ def server():
 
 def settings(server, tmp_path, **kw):
     kw = {"model": "judge-model", "timeout_s": 30.0, **kw}
-    return j.JudgeSettings(base_url=server.url, api_key_env="CODEGRPO_TEST_JUDGE_KEY", backoff_s=0.0, workers=1,
-                           cache_path=str(tmp_path / "cache.json"), **kw)
+    return j.JudgeSettings(
+        base_url=server.url,
+        api_key_env="CODEGRPO_TEST_JUDGE_KEY",
+        backoff_s=0.0,
+        workers=1,
+        cache_path=str(tmp_path / "cache.json"),
+        **kw,
+    )
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('{"score": 4, "rationale": "ok"}', 4),
-    ('```json\n{"Score": 3}\n```', 3),
-    ('{"score": 5, "rationale": "missing brace"', 5),
-    ('{"score": 2, "rationale": "bad escape \\q"}', 2),
-    ('The answer is "score": 3 overall', 3),
-    ('{"score": 9}', None),
-    ('{"score": "high"}', None),
-    ("no idea", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"score": 4, "rationale": "ok"}', 4),
+        ('```json\n{"Score": 3}\n```', 3),
+        ('{"score": 5, "rationale": "missing brace"', 5),
+        ('{"score": 2, "rationale": "bad escape \\q"}', 2),
+        ('The answer is "score": 3 overall', 3),
+        ('{"score": 9}', None),
+        ('{"score": "high"}', None),
+        ("no idea", None),
+        ("", None),
+    ],
+)
 def test_parse_answer(text, expected):
     assert j.parse_answer(text) == expected
 
@@ -141,15 +161,37 @@ def test_persistent_failure_and_auth_error_raise(server, tmp_path):
 
 def test_run_judge_on_a_result_file(server, tmp_path):
     data = tmp_path / "he.json"
-    data.write_text(json.dumps([
-        {"task_id": i, "type": lv, "c_func": "#include <stdio.h>\nint func0(int x) { return x; }",
-         "c_test": "int main(void){return func0(0);}", "input_asm_prompt": ""} for i in range(2) for lv in ("O0", "O1")]))
+    data.write_text(
+        json.dumps(
+            [
+                {
+                    "task_id": i,
+                    "type": lv,
+                    "c_func": "#include <stdio.h>\nint func0(int x) { return x; }",
+                    "c_test": "int main(void){return func0(0);}",
+                    "input_asm_prompt": "",
+                }
+                for i in range(2)
+                for lv in ("O0", "O1")
+            ]
+        )
+    )
     result = tmp_path / "res.json"
-    result.write_text(json.dumps({"benchmark": "humaneval_decompile", "system": "sys", "label": "S",
-                                  "levels": ["O0", "O1"], "records": [
-                                      {"task_id": 0, "opt": "O0", "output": "int func0(int x) { return x; }"},
-                                      {"task_id": 1, "opt": "O0", "output": ""},
-                                      {"task_id": 0, "opt": "O1", "output": "int func0(int a) { return a; }"}]}))
+    result.write_text(
+        json.dumps(
+            {
+                "benchmark": "humaneval_decompile",
+                "system": "sys",
+                "label": "S",
+                "levels": ["O0", "O1"],
+                "records": [
+                    {"task_id": 0, "opt": "O0", "output": "int func0(int x) { return x; }"},
+                    {"task_id": 1, "opt": "O0", "output": ""},
+                    {"task_id": 0, "opt": "O1", "output": "int func0(int a) { return a; }"},
+                ],
+            }
+        )
+    )
     server.script = [("answer", good(5)), ("answer", good(1)), ("answer", good(4))]
     out = j.run_judge(result, data, tmp_path / "judge.json", settings=settings(server, tmp_path))
     saved = json.loads((tmp_path / "judge.json").read_text())

@@ -32,45 +32,56 @@ MBPP = "data/sk2decompile/mbpp-decompile-sample.json"
 
 def test_phase1_prompt_strips_the_input_and_adds_the_reference_header_and_question():
     assert sk2d.phase1_prompt("  int f(int a1) {\n  return a1;\n}\n\n") == (
-        "# This is the assembly code:\nint f(int a1) {\n  return a1;\n}\n# What is the source code?\n")
+        "# This is the assembly code:\nint f(int a1) {\n  return a1;\n}\n# What is the source code?\n"
+    )
 
 
 def test_phase2_prompt_is_built_from_the_raw_phase1_generation():
     assert sk2d.phase2_prompt("\nint func1(int var1) {\n  return var1;\n}\n\n") == (
-        "# This is the normalized code:\nint func1(int var1) {\n  return var1;\n}\n# What is the source code?\n")
+        "# This is the normalized code:\nint func1(int var1) {\n  return var1;\n}\n# What is the source code?\n"
+    )
 
 
 # ------------------------------------------------------------------------------------------ name restoration
 
 
-@pytest.mark.parametrize("text, name", [
-    ("int func1(int var1)", "func1"),
-    ("char *func1(char *s)", "func1"),          # `*name`: one star removed
-    ("char **func1(int n)", "func1"),           # `**name`: two stars removed
-    ("char ***f(void)", "*f"),                  # only `**` is removed
-    ("  int f(", "f"),
-    ("static int\nfunc1(void)", "int\nfunc1"),  # split on single spaces only: the newline stays inside
-    ("int\tfoo(int)", "int\tfoo"),
-    ("int func1 (void)", ""),                   # a space before `(`: the last piece is empty
-    ("", ""),
-    ("no parenthesis here", "here"),            # no `(`: the whole text's last piece
-])
+@pytest.mark.parametrize(
+    "text, name",
+    [
+        ("int func1(int var1)", "func1"),
+        ("char *func1(char *s)", "func1"),  # `*name`: one star removed
+        ("char **func1(int n)", "func1"),  # `**name`: two stars removed
+        ("char ***f(void)", "*f"),  # only `**` is removed
+        ("  int f(", "f"),
+        ("static int\nfunc1(void)", "int\nfunc1"),  # split on single spaces only: the newline stays inside
+        ("int\tfoo(int)", "int\tfoo"),
+        ("int func1 (void)", ""),  # a space before `(`: the last piece is empty
+        ("", ""),
+        ("no parenthesis here", "here"),  # no `(`: the whole text's last piece
+    ],
+)
 def test_generated_name_follows_the_reference_rule(text, name):
     assert sk2d.generated_name(text) == name
 
 
-@pytest.mark.parametrize("text, func_name, expected", [
-    # every occurrence, names inside other identifiers and inside string literals too
-    ("int func1(int var1) { return func1(var1 - 1) + func10; }", "fib",
-     "int fib(int var1) { return fib(var1 - 1) + fib0; }"),
-    ('void func1(void) { puts("func1"); }', "f", 'void f(void) { puts("f"); }'),
-    ("int *func1(int *var1) {\n  return var1;\n}", "get", "int *get(int *var1) {\n  return var1;\n}"),
-    ("char **func1(char **var1) { return var1; }", "split", "char **split(char **var1) { return var1; }"),
-    # an empty name: Python's str.replace('', x) puts x around every character (the reference does not guard)
-    ("int f (x)", "g", "gigngtg gfg g(gxg)g"),
-    ("", "f", "f"),
-    ("int already(void) { return 0; }", "already", "int already(void) { return 0; }"),
-])
+@pytest.mark.parametrize(
+    "text, func_name, expected",
+    [
+        # every occurrence, names inside other identifiers and inside string literals too
+        (
+            "int func1(int var1) { return func1(var1 - 1) + func10; }",
+            "fib",
+            "int fib(int var1) { return fib(var1 - 1) + fib0; }",
+        ),
+        ('void func1(void) { puts("func1"); }', "f", 'void f(void) { puts("f"); }'),
+        ("int *func1(int *var1) {\n  return var1;\n}", "get", "int *get(int *var1) {\n  return var1;\n}"),
+        ("char **func1(char **var1) { return var1; }", "split", "char **split(char **var1) { return var1; }"),
+        # an empty name: Python's str.replace('', x) puts x around every character (the reference does not guard)
+        ("int f (x)", "g", "gigngtg gfg g(gxg)g"),
+        ("", "f", "f"),
+        ("int already(void) { return 0; }", "already", "int already(void) { return 0; }"),
+    ],
+)
 def test_strip_name_is_a_plain_replace_of_the_generated_name(text, func_name, expected):
     assert sk2d.strip_name(text, func_name) == expected
 
@@ -100,7 +111,8 @@ def test_decompiler_rows_replace_the_raw_token_first():
 
 def test_assemble_program():
     assert sk2d.assemble_program("#include <stdio.h>", "int f(void){return 0;}", "int main(void){return f();}") == (
-        "#include <stdio.h>\nint f(void){return 0;}\nint main(void){return f();}")
+        "#include <stdio.h>\nint f(void){return 0;}\nint main(void){return f();}"
+    )
 
 
 # ------------------------------------------------------------------------------------------ scoring on shipped data
@@ -152,16 +164,23 @@ def test_two_phases_wire_raw_generations_and_restore_the_name_only_at_the_end(re
     out = d.sk2d_two_phase(tasks, skel, skin)[t.key]
     assert skel.prompts == [sk2d.PHASE1_HEAD + t.pseudo.strip() + sk2d.QUESTION] == [out["prompt_model1"]]
     # phase 2 sees phase 1's raw text: no name restoration in between
-    assert skin.prompts == ["# This is the normalized code:\nint func1(int *var1, int var2) { return func1(var1, "
-                            "var2); }\n# What is the source code?\n"] == [out["prompt_model2"]]
+    assert (
+        skin.prompts
+        == [
+            "# This is the normalized code:\nint func1(int *var1, int var2) { return func1(var1, "
+            "var2); }\n# What is the source code?\n"
+        ]
+        == [out["prompt_model2"]]
+    )
     assert out["gen_result_model1"] == skel.answer and out["gen_result_model2"] == skin.answer
     assert out["final_result"] == f"int *{t.func_name}(int *xs, int n) {{ return xs; }}"
     assert out["input_field"] == "ida_pseudo_norm"
     ir_only = d.sk2d_two_phase(tasks, skel, None)[t.key]
     assert ir_only["prompt_model2"] is None and ir_only["gen_result_model2"] is None
     # the raw generation, surrounding newlines kept (the reference saves the output unstripped)
-    assert ir_only["final_result"] == (f"\nint {t.func_name}(int *var1, int var2) {{ return {t.func_name}(var1, "
-                                       f"var2); }}\n")
+    assert ir_only["final_result"] == (
+        f"\nint {t.func_name}(int *var1, int var2) {{ return {t.func_name}(var1, var2); }}\n"
+    )
 
 
 # ------------------------------------------------------------------------------------------ bad input
@@ -173,8 +192,16 @@ def test_missing_input_field_and_empty_level_fail_before_any_model_loads(repo_ro
     no_field.write_text(json.dumps([{k: v for k, v in r.items() if k != "ida_pseudo_norm"} for r in rows]))
     missing_model = tmp_path / "no-such-model"
     with pytest.raises(d.EvalDataError, match=r"mbpp_normsrcpseudo.json: entry 0: missing field 'ida_pseudo_norm'"):
-        d.run_system("s", missing_model, None, no_field, tmp_path / "out.json", settings=None,
-                     protocol="sk2decompile", input_field="ida_pseudo_norm")
+        d.run_system(
+            "s",
+            missing_model,
+            None,
+            no_field,
+            tmp_path / "out.json",
+            settings=None,
+            protocol="sk2decompile",
+            input_field="ida_pseudo_norm",
+        )
     with pytest.raises(d.EvalDataError, match=r"evaluate.decompile.mbpp: .*missing field 'ida_pseudo_norm'"):
         d.check_eval_set(no_field, "sk2decompile", "ida_pseudo_norm", what="evaluate.decompile.mbpp")
     d.check_eval_set(no_field, "llm4decompile", "ida_pseudo_norm")  # the legacy path does not read the field
@@ -191,7 +218,13 @@ def test_missing_input_field_and_empty_level_fail_before_any_model_loads(repo_ro
 def test_result_records_the_evaluation_file_sha256(repo_root, tmp_path):
     import hashlib
 
-    res = d.run_baseline("gold", repo_root / MBPP, tmp_path / "gold.json", benchmark="mbpp_decompile",
-                         protocol="sk2decompile", tasks_per_level=1)
+    res = d.run_baseline(
+        "gold",
+        repo_root / MBPP,
+        tmp_path / "gold.json",
+        benchmark="mbpp_decompile",
+        protocol="sk2decompile",
+        tasks_per_level=1,
+    )
     assert res["data_sha256"] == hashlib.sha256((repo_root / MBPP).read_bytes()).hexdigest()
     assert res["reexec_avg"] == 100.0 and res["input_field"] is None

@@ -52,8 +52,13 @@ def test_evalplus_ground_truth_runs_without_codegrpo(tmp_path):
     task = {"entry_point": "add", "inputs": {"base": [[1, 2]], "plus": [[3, 4], [[1], [2]]]}, "output_not_none": False}
     (tmp_path / "task.pkl").write_bytes(pickle.dumps(task))
     # -I -S: no PYTHONPATH, no site-packages (codegrpo's editable install is one): standard library only
-    proc = subprocess.run([sys.executable, "-I", "-S", "main.py", "evalplus_gt"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "main.py", "evalplus_gt"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "result.json").read_text())["ok"] is True
     assert pickle.loads((tmp_path / "expected.pkl").read_bytes()) == {"base": [3], "plus": [7, [1, 2]]}

@@ -19,54 +19,82 @@ from codegrpo.eval import codegen as c
 from codegrpo.eval import suites as s
 
 from tests.conftest import REPO_ROOT as REPO
+
 SAMPLES = REPO / "data" / "codegen_samples"
 
 # --------------------------------------------------------------------------------------------------------
 # Records in the published schemas (project-written tasks; data/codegen_samples/ ships the same records)
 
 HE_PLUS = [
-    {"task_id": "HumanEval/900", "entry_point": "sum_squares",
-     "prompt": "from typing import List\n\n\ndef sum_squares(xs: List[int]) -> int:\n"
-               "    \"\"\"Return the sum of the squares of xs.\n    >>> sum_squares([1, 2])\n    5\n    \"\"\"\n",
-     "canonical_solution": "    return sum(x * x for x in xs)\n",
-     "contract": "\n    assert isinstance(xs, list)\n",
-     "base_input": [[[1, 2, 3]], [[0]]], "plus_input": [[[]], [[-4, 10 ** 6]], [list(range(50))]], "atol": 0,
-     "test": "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([1, 2, 3]) == 14\n"
-             "    assert candidate([0]) == 0\n"},
-    {"task_id": "HumanEval/901", "entry_point": "mean",
-     "prompt": "def mean(xs: list) -> float:\n    \"\"\"Arithmetic mean of a non-empty list of numbers.\"\"\"\n",
-     "canonical_solution": "    return sum(xs) / len(xs)\n", "contract": "",
-     "base_input": [[[1.0, 2.0]], [[0.1, 0.2, 0.3]]], "plus_input": [[[1e-9, 3.5, -2.25]], [[7.0]]], "atol": 0,
-     "test": "\n\ndef check(candidate):\n    assert abs(candidate([1.0, 2.0]) - 1.5) < 1e-6\n"},
-    {"task_id": "HumanEval/932", "entry_point": "find_zero",
-     "prompt": "import math\n\n\ndef poly(xs: list, x: float):\n    return sum([coeff * math.pow(x, i) for i, coeff "
-               "in enumerate(xs)])\n\n\ndef find_zero(xs: list):\n    \"\"\"A zero of the polynomial with "
-               "coefficients xs (odd degree).\"\"\"\n",
-     "canonical_solution": "    lo, hi = -1.0, 1.0\n    while poly(xs, lo) * poly(xs, hi) > 0:\n        lo *= 2.0\n"
-                           "        hi *= 2.0\n    while hi - lo > 1e-10:\n        mid = (lo + hi) / 2.0\n"
-                           "        if poly(xs, mid) * poly(xs, lo) > 0:\n            lo = mid\n        else:\n"
-                           "            hi = mid\n    return lo\n",
-     "contract": "", "base_input": [[[1, 2]], [[-6, 11, -6, 1]]], "plus_input": [[[3, -4, 0, 2]]], "atol": 1e-6,
-     "test": "\n\ndef check(candidate):\n    assert abs(poly([1, 2], candidate([1, 2]))) < 1e-6\n"},
+    {
+        "task_id": "HumanEval/900",
+        "entry_point": "sum_squares",
+        "prompt": "from typing import List\n\n\ndef sum_squares(xs: List[int]) -> int:\n"
+        '    """Return the sum of the squares of xs.\n    >>> sum_squares([1, 2])\n    5\n    """\n',
+        "canonical_solution": "    return sum(x * x for x in xs)\n",
+        "contract": "\n    assert isinstance(xs, list)\n",
+        "base_input": [[[1, 2, 3]], [[0]]],
+        "plus_input": [[[]], [[-4, 10**6]], [list(range(50))]],
+        "atol": 0,
+        "test": "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([1, 2, 3]) == 14\n"
+        "    assert candidate([0]) == 0\n",
+    },
+    {
+        "task_id": "HumanEval/901",
+        "entry_point": "mean",
+        "prompt": 'def mean(xs: list) -> float:\n    """Arithmetic mean of a non-empty list of numbers."""\n',
+        "canonical_solution": "    return sum(xs) / len(xs)\n",
+        "contract": "",
+        "base_input": [[[1.0, 2.0]], [[0.1, 0.2, 0.3]]],
+        "plus_input": [[[1e-9, 3.5, -2.25]], [[7.0]]],
+        "atol": 0,
+        "test": "\n\ndef check(candidate):\n    assert abs(candidate([1.0, 2.0]) - 1.5) < 1e-6\n",
+    },
+    {
+        "task_id": "HumanEval/932",
+        "entry_point": "find_zero",
+        "prompt": "import math\n\n\ndef poly(xs: list, x: float):\n    return sum([coeff * math.pow(x, i) for i, coeff "
+        'in enumerate(xs)])\n\n\ndef find_zero(xs: list):\n    """A zero of the polynomial with '
+        'coefficients xs (odd degree)."""\n',
+        "canonical_solution": "    lo, hi = -1.0, 1.0\n    while poly(xs, lo) * poly(xs, hi) > 0:\n        lo *= 2.0\n"
+        "        hi *= 2.0\n    while hi - lo > 1e-10:\n        mid = (lo + hi) / 2.0\n"
+        "        if poly(xs, mid) * poly(xs, lo) > 0:\n            lo = mid\n        else:\n"
+        "            hi = mid\n    return lo\n",
+        "contract": "",
+        "base_input": [[[1, 2]], [[-6, 11, -6, 1]]],
+        "plus_input": [[[3, -4, 0, 2]]],
+        "atol": 1e-6,
+        "test": "\n\ndef check(candidate):\n    assert abs(poly([1, 2], candidate([1, 2]))) < 1e-6\n",
+    },
 ]
 
 MBPP_PLUS = [
-    {"task_id": "Mbpp/2", "entry_point": "similar_elements",
-     "prompt": "\"\"\"\nWrite a function to find the shared elements from the given two lists.\n"
-               "assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))\n\"\"\"\n",
-     "canonical_solution": "\ndef similar_elements(test_tup1, test_tup2):\n"
-                           "  assert isinstance(test_tup1, tuple) and isinstance(test_tup2, tuple)\n"
-                           "  return tuple(set(test_tup1) & set(test_tup2))\n",
-     "base_input": [[[3, 4, 5, 6], [5, 7, 4, 10]], [[1, 2, 3, 4], [5, 4, 3, 7]]],
-     "plus_input": [[[], [1]], [[11, 12, 14, 13], [17, 15, 14, 13]]], "atol": 0,
-     "test": "import numpy as np\n\ninputs = [((3, 4, 5, 6), (5, 7, 4, 10))]\nresults = [(4, 5)]\n",
-     "assertion": "assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))"},
-    {"task_id": "Mbpp/903", "entry_point": "count_vowels",
-     "prompt": "\"\"\"\nWrite a python function to count the vowels (a, e, i, o, u, either case) in a string.\n"
-               "assert count_vowels('Hello') == 2\n\"\"\"\n",
-     "canonical_solution": "\ndef count_vowels(s):\n  return sum(ch in 'aeiouAEIOU' for ch in s)\n",
-     "base_input": [["Hello"], ["xyz"]], "plus_input": [[""], ["AEIOUaeiou" * 30]], "atol": 0,
-     "test": "\ninputs = [['Hello']]\nresults = [2]\n", "assertion": "assert count_vowels('Hello') == 2"},
+    {
+        "task_id": "Mbpp/2",
+        "entry_point": "similar_elements",
+        "prompt": '"""\nWrite a function to find the shared elements from the given two lists.\n'
+        'assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))\n"""\n',
+        "canonical_solution": "\ndef similar_elements(test_tup1, test_tup2):\n"
+        "  assert isinstance(test_tup1, tuple) and isinstance(test_tup2, tuple)\n"
+        "  return tuple(set(test_tup1) & set(test_tup2))\n",
+        "base_input": [[[3, 4, 5, 6], [5, 7, 4, 10]], [[1, 2, 3, 4], [5, 4, 3, 7]]],
+        "plus_input": [[[], [1]], [[11, 12, 14, 13], [17, 15, 14, 13]]],
+        "atol": 0,
+        "test": "import numpy as np\n\ninputs = [((3, 4, 5, 6), (5, 7, 4, 10))]\nresults = [(4, 5)]\n",
+        "assertion": "assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))",
+    },
+    {
+        "task_id": "Mbpp/903",
+        "entry_point": "count_vowels",
+        "prompt": '"""\nWrite a python function to count the vowels (a, e, i, o, u, either case) in a string.\n'
+        'assert count_vowels(\'Hello\') == 2\n"""\n',
+        "canonical_solution": "\ndef count_vowels(s):\n  return sum(ch in 'aeiouAEIOU' for ch in s)\n",
+        "base_input": [["Hello"], ["xyz"]],
+        "plus_input": [[""], ["AEIOUaeiou" * 30]],
+        "atol": 0,
+        "test": "\ninputs = [['Hello']]\nresults = [2]\n",
+        "assertion": "assert count_vowels('Hello') == 2",
+    },
 ]
 
 
@@ -94,21 +122,33 @@ def test_humaneval_plus_canonical_passes_and_wrong_programs_fail(tmp_path):
     assert [p.problem_id for p in probs] == [r["task_id"] for r in HE_PLUS]
     ref = c.evaluate_samples("humaneval_plus", probs, c.reference_samples(probs), extract=False, workers=2)
     assert ref["pass@k"]["1"] == 100.0 and ref["base_pass@k"]["1"] == 100.0 and ref["exec_acc"] == 100.0
-    other_root = ("def find_zero(xs):\n    lo, hi = -1e3, 1e3\n    for _ in range(200):\n        mid = (lo + hi) / 2\n"
-                  "        if poly(xs, lo) * poly(xs, mid) <= 0:\n            hi = mid\n        else:\n"
-                  "            lo = mid\n    return hi\n")
+    other_root = (
+        "def find_zero(xs):\n    lo, hi = -1e3, 1e3\n    for _ in range(200):\n        mid = (lo + hi) / 2\n"
+        "        if poly(xs, lo) * poly(xs, mid) <= 0:\n            hi = mid\n        else:\n"
+        "            lo = mid\n    return hi\n"
+    )
     samples = {
         # base passes (non-empty lists), plus fails on [] (an exception)
-        "HumanEval/900": [_fence("def sum_squares(xs):\n    return max(xs) * 0 + sum(x * x for x in xs)\n"),
-                          _fence("def sum_squares(xs):\n    return None\n")],
+        "HumanEval/900": [
+            _fence("def sum_squares(xs):\n    return max(xs) * 0 + sum(x * x for x in xs)\n"),
+            _fence("def sum_squares(xs):\n    return None\n"),
+        ],
         # the same mean summed in another order: equal within EvalPlus's float tolerance
-        "HumanEval/901": [_fence("def mean(xs):\n    return sum(reversed(xs)) / len(xs)\n"),
-                          _fence("def mean(xs):\n    return sum(xs) / len(xs) + 1e-3\n")],
+        "HumanEval/901": [
+            _fence("def mean(xs):\n    return sum(reversed(xs)) / len(xs)\n"),
+            _fence("def mean(xs):\n    return sum(xs) / len(xs) + 1e-3\n"),
+        ],
         # the special oracle accepts any zero (|poly| <= atol), not only the canonical one
         "HumanEval/932": [_fence(other_root), _fence("def find_zero(xs):\n    while True:\n        pass\n")],
     }
-    res = c.evaluate_samples("humaneval_plus", probs, samples, ks=(1, 2), workers=2,
-                             suites={"evalplus": {"min_time_limit_s": 0.5, "task_timeout_s": 3}})
+    res = c.evaluate_samples(
+        "humaneval_plus",
+        probs,
+        samples,
+        ks=(1, 2),
+        workers=2,
+        suites={"evalplus": {"min_time_limit_s": 0.5, "task_timeout_s": 3}},
+    )
     rec = {(r["problem_id"], r["sample"]): r for r in res["records"]}
     assert rec[("HumanEval/900", 0)]["passed_base"] and not rec[("HumanEval/900", 0)]["passed"]
     assert "plus" in rec[("HumanEval/900", 0)]["detail"]
@@ -127,10 +167,16 @@ def test_mbpp_plus_restores_tuples_and_compares_sets(tmp_path):
     assert "shared elements" in probs[0].prompt and "similar_elements" in probs[0].prompt
     ref = c.evaluate_samples("mbpp_plus", probs, c.reference_samples(probs), extract=False)
     assert ref["pass@k"]["1"] == 100.0, ref["records"]
-    samples = {"Mbpp/2": [_fence("def similar_elements(a, b):\n    return tuple(sorted(set(b) & set(a), reverse=True))"),
-                          _fence("def similar_elements(a, b):\n    return a")],
-               "Mbpp/903": [_fence("def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)"),
-                            _fence("def count_vowels(s):\n    return len([c for c in s.lower() if c in 'aeiou'])")]}
+    samples = {
+        "Mbpp/2": [
+            _fence("def similar_elements(a, b):\n    return tuple(sorted(set(b) & set(a), reverse=True))"),
+            _fence("def similar_elements(a, b):\n    return a"),
+        ],
+        "Mbpp/903": [
+            _fence("def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)"),
+            _fence("def count_vowels(s):\n    return len([c for c in s.lower() if c in 'aeiou'])"),
+        ],
+    }
     res = c.evaluate_samples("mbpp_plus", probs, samples, ks=(1,))
     rec = {(r["problem_id"], r["sample"]): r["passed"] for r in res["records"]}
     assert rec == {("Mbpp/2", 0): True, ("Mbpp/2", 1): False, ("Mbpp/903", 0): False, ("Mbpp/903", 1): True}
@@ -167,8 +213,11 @@ def test_evalplus_schema_errors_name_file_line_and_field(tmp_path):
 def test_broken_canonical_solution_is_an_error_naming_the_task(tmp_path):
     bad = dict(HE_PLUS[0], canonical_solution="    return 1 / 0\n")
     probs = s.load_evalplus("humaneval_plus", write_jsonl(tmp_path / "he.jsonl", [bad]))
-    with pytest.raises(RuntimeError, match=r"he\.jsonl:1: task HumanEval/900: expected outputs not computed.*"
-                                           r"ZeroDivisionError"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"he\.jsonl:1: task HumanEval/900: expected outputs not computed.*"
+        r"ZeroDivisionError",
+    ):
         c.evaluate_samples("humaneval_plus", probs, c.reference_samples(probs), extract=False)
 
 
@@ -181,13 +230,20 @@ def lcb_private(tests) -> str:
     return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
 
 
-def _lcb_record(qid, title, content, date, starter, public, private, func_name=None, platform="atcoder",
-                compress=True):
-    return {"question_title": title, "question_content": content, "platform": platform, "question_id": qid,
-            "contest_id": "c" + qid, "contest_date": date, "starter_code": starter, "difficulty": "easy",
-            "public_test_cases": json.dumps(public),
-            "private_test_cases": lcb_private(private) if compress else json.dumps(private),
-            "metadata": json.dumps({"func_name": func_name} if func_name else {})}
+def _lcb_record(qid, title, content, date, starter, public, private, func_name=None, platform="atcoder", compress=True):
+    return {
+        "question_title": title,
+        "question_content": content,
+        "platform": platform,
+        "question_id": qid,
+        "contest_id": "c" + qid,
+        "contest_date": date,
+        "starter_code": starter,
+        "difficulty": "easy",
+        "public_test_cases": json.dumps(public),
+        "private_test_cases": lcb_private(private) if compress else json.dumps(private),
+        "metadata": json.dumps({"func_name": func_name} if func_name else {}),
+    }
 
 
 def _stdin(i, o):
@@ -199,26 +255,43 @@ def _fn(i, o):
 
 
 LCB = [
-    _lcb_record("abc900_a", "Sum of a list", "Read N, then N integers; print their sum and their mean.",
-                "2025-02-01T00:00:00", "",
-                [_stdin("3\n1 2 3\n", "6\n2.0\n")],
-                [_stdin("1\n-5\n", "-5\n-5.0\n"), _stdin("4\n1 1 1 2\n", "5\n1.25\n")]),
-    _lcb_record("3900", "two-sum-count", "Given nums and target, return the indices [i, j] (i < j) whose values "
-                "sum to target.", "2025-03-02T00:00:00",
-                "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        ",
-                [_fn("[2, 7, 11, 15]\n9", "[0, 1]")], [_fn("[3, 2, 4]\n6", "[1, 2]"), _fn("[3, 3]\n6", "[0, 1]")],
-                func_name="twoSum", platform="leetcode", compress=False),
-    _lcb_record("abc700_a", "Old problem", "Print 1.", "2024-01-05T00:00:00", "", [_stdin("", "1\n")],
-                [_stdin("", "1\n")]),
+    _lcb_record(
+        "abc900_a",
+        "Sum of a list",
+        "Read N, then N integers; print their sum and their mean.",
+        "2025-02-01T00:00:00",
+        "",
+        [_stdin("3\n1 2 3\n", "6\n2.0\n")],
+        [_stdin("1\n-5\n", "-5\n-5.0\n"), _stdin("4\n1 1 1 2\n", "5\n1.25\n")],
+    ),
+    _lcb_record(
+        "3900",
+        "two-sum-count",
+        "Given nums and target, return the indices [i, j] (i < j) whose values sum to target.",
+        "2025-03-02T00:00:00",
+        "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        ",
+        [_fn("[2, 7, 11, 15]\n9", "[0, 1]")],
+        [_fn("[3, 2, 4]\n6", "[1, 2]"), _fn("[3, 3]\n6", "[0, 1]")],
+        func_name="twoSum",
+        platform="leetcode",
+        compress=False,
+    ),
+    _lcb_record(
+        "abc700_a", "Old problem", "Print 1.", "2024-01-05T00:00:00", "", [_stdin("", "1\n")], [_stdin("", "1\n")]
+    ),
 ]
 
 LCB_SOLUTIONS = [
-    {"question_id": "abc900_a",
-     "code": "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs))\nprint(sum(xs) / n)\n"},
-    {"question_id": "3900",
-     "code": "class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
-             "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
-             "                return (seen[target - x], i)\n            seen[x] = i\n"},
+    {
+        "question_id": "abc900_a",
+        "code": "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs))\nprint(sum(xs) / n)\n",
+    },
+    {
+        "question_id": "3900",
+        "code": "class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+        "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+        "                return (seen[target - x], i)\n            seen[x] = i\n",
+    },
     {"question_id": "abc700_a", "code": "print(1)\n"},
 ]
 
@@ -251,17 +324,23 @@ def test_livecodebench_reference_programs_pass_and_wrong_ones_fail(tmp_path):
     assert ref["pass@k"]["1"] == 100.0, ref["records"]
     samples = {
         # mean printed as 2 instead of 2.0: equal as decimals (LiveCodeBench's element-wise comparison)
-        "abc900_a": [_fence("import sys\nd = sys.stdin.read().split()\nn = int(d[0]); xs = list(map(int, d[1:]))\n"
-                            "print(sum(xs)); print(f'{sum(xs) / n:.4f}')"),
-                     _fence("n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs))"),
-                     _fence("print(undefined_name)")],
-        "3900": [_fence("class Solution:\n    def twoSum(self, nums, target):\n"
-                        "        return [0, 1]"),
-                 _fence("class Solution:\n    def twoSum(self, nums, target):\n        while True:\n            pass")],
+        "abc900_a": [
+            _fence(
+                "import sys\nd = sys.stdin.read().split()\nn = int(d[0]); xs = list(map(int, d[1:]))\n"
+                "print(sum(xs)); print(f'{sum(xs) / n:.4f}')"
+            ),
+            _fence("n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs))"),
+            _fence("print(undefined_name)"),
+        ],
+        "3900": [
+            _fence("class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]"),
+            _fence("class Solution:\n    def twoSum(self, nums, target):\n        while True:\n            pass"),
+        ],
         "abc700_a": [_fence("print(' 1 ')"), _fence("print(2)")],
     }
-    res = c.evaluate_samples("livecodebench", probs, samples, ks=(1,), workers=2,
-                             suites={"livecodebench": {"timeout_s": 1}})
+    res = c.evaluate_samples(
+        "livecodebench", probs, samples, ks=(1,), workers=2, suites={"livecodebench": {"timeout_s": 1}}
+    )
     rec = {(r["problem_id"], r["sample"]): r for r in res["records"]}
     assert rec[("abc900_a", 0)]["passed"]
     assert not rec[("abc900_a", 1)]["passed"] and rec[("abc900_a", 1)]["exec_ok"]
@@ -297,7 +376,7 @@ def test_livecodebench_bad_records_name_file_line_and_field(tmp_path):
 # --------------------------------------------------------------------------------------------------------
 # BigCodeBench
 
-_BCB_TEST_MEAN = '''import unittest
+_BCB_TEST_MEAN = """import unittest
 import numpy as np
 
 
@@ -313,9 +392,9 @@ class TestCases(unittest.TestCase):
     def test_empty(self):
         with self.assertRaises(ValueError):
             task_func([])
-'''
+"""
 
-_BCB_TEST_FRAME = '''import unittest
+_BCB_TEST_FRAME = """import unittest
 import pandas as pd
 
 
@@ -328,42 +407,66 @@ class TestCases(unittest.TestCase):
     def test_sorted(self):
         df = task_func(["z", "y", "y"])
         self.assertEqual(list(df["word"]), ["y", "z"])
-'''
+"""
 
 
 def _bcb_record(tid, entry, code_prompt, doc, body, test, libs, instruct):
     complete = code_prompt + '    """\n' + doc + '\n    """\n'
-    return {"task_id": tid, "complete_prompt": complete, "instruct_prompt": instruct,
-            "canonical_solution": body, "code_prompt": code_prompt, "test": test, "entry_point": entry,
-            "doc_struct": json.dumps({"description": [doc]}), "libs": repr(libs)}
+    return {
+        "task_id": tid,
+        "complete_prompt": complete,
+        "instruct_prompt": instruct,
+        "canonical_solution": body,
+        "code_prompt": code_prompt,
+        "test": test,
+        "entry_point": entry,
+        "doc_struct": json.dumps({"description": [doc]}),
+        "libs": repr(libs),
+    }
 
 
 BCB = [
-    _bcb_record("BigCodeBench/9000", "task_func", "import numpy as np\n\ndef task_func(values):\n",
-                "    Mean of the values as a Python float; ValueError when empty.",
-                "    arr = np.asarray(values, dtype=float)\n    if arr.size == 0:\n"
-                "        raise ValueError('empty')\n    return float(arr.mean())\n",
-                _BCB_TEST_MEAN, ["numpy"],
-                "Return the mean of the values as a Python float; raise ValueError when empty.\n"
-                "You should write self-contained code starting with:\n```\nimport numpy as np\n"
-                "def task_func(values):\n```"),
-    _bcb_record("BigCodeBench/9001", "task_func", "import pandas as pd\nfrom collections import Counter\n\n"
-                "def task_func(words):\n",
-                "    A DataFrame of word counts (columns word, count) sorted by count, then word.",
-                "    c = Counter(words)\n    rows = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))\n"
-                "    return pd.DataFrame(rows, columns=['word', 'count'])\n",
-                _BCB_TEST_FRAME, ["pandas", "collections"],
-                "Count words into a DataFrame (columns word, count) sorted by count then word.\n"
-                "You should write self-contained code starting with:\n```\nimport pandas as pd\n"
-                "from collections import Counter\ndef task_func(words):\n```"),
+    _bcb_record(
+        "BigCodeBench/9000",
+        "task_func",
+        "import numpy as np\n\ndef task_func(values):\n",
+        "    Mean of the values as a Python float; ValueError when empty.",
+        "    arr = np.asarray(values, dtype=float)\n    if arr.size == 0:\n"
+        "        raise ValueError('empty')\n    return float(arr.mean())\n",
+        _BCB_TEST_MEAN,
+        ["numpy"],
+        "Return the mean of the values as a Python float; raise ValueError when empty.\n"
+        "You should write self-contained code starting with:\n```\nimport numpy as np\n"
+        "def task_func(values):\n```",
+    ),
+    _bcb_record(
+        "BigCodeBench/9001",
+        "task_func",
+        "import pandas as pd\nfrom collections import Counter\n\ndef task_func(words):\n",
+        "    A DataFrame of word counts (columns word, count) sorted by count, then word.",
+        "    c = Counter(words)\n    rows = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))\n"
+        "    return pd.DataFrame(rows, columns=['word', 'count'])\n",
+        _BCB_TEST_FRAME,
+        ["pandas", "collections"],
+        "Count words into a DataFrame (columns word, count) sorted by count then word.\n"
+        "You should write self-contained code starting with:\n```\nimport pandas as pd\n"
+        "from collections import Counter\ndef task_func(words):\n```",
+    ),
 ]
 
 
 def test_bigcodebench_canonical_passes_wrong_fails_and_missing_libraries_are_named(tmp_path):
-    missing = _bcb_record("BigCodeBench/9002", "task_func", "import not_a_real_lib_xyz\n\ndef task_func():\n",
-                          "    Uses a library this environment lacks.", "    return not_a_real_lib_xyz.run()\n",
-                          "import unittest\n\n\nclass TestCases(unittest.TestCase):\n    def test_run(self):\n"
-                          "        self.assertTrue(task_func())\n", ["not_a_real_lib_xyz"], "Run it.")
+    missing = _bcb_record(
+        "BigCodeBench/9002",
+        "task_func",
+        "import not_a_real_lib_xyz\n\ndef task_func():\n",
+        "    Uses a library this environment lacks.",
+        "    return not_a_real_lib_xyz.run()\n",
+        "import unittest\n\n\nclass TestCases(unittest.TestCase):\n    def test_run(self):\n"
+        "        self.assertTrue(task_func())\n",
+        ["not_a_real_lib_xyz"],
+        "Run it.",
+    )
     path = write_jsonl(tmp_path / "bigcodebench-hard.jsonl", BCB + [missing])
     probs = s.load_bigcodebench("bigcodebench_hard", path, "v0.1.4")
     assert probs[0].extra["libs"] == ["numpy"] and "self-contained" in probs[0].prompt
@@ -375,15 +478,22 @@ def test_bigcodebench_canonical_passes_wrong_fails_and_missing_libraries_are_nam
     assert ref["missing_libraries"] == {"not_a_real_lib_xyz": ["BigCodeBench/9002"]}
     samples = {
         # calibrated: the code_prompt's imports come first, so a body-only answer with its own def still works
-        "BigCodeBench/9000": [_fence("def task_func(values):\n    arr = np.asarray(values, dtype=float)\n"
-                                     "    if arr.size == 0:\n        raise ValueError\n    return float(arr.sum() / arr.size)"),
-                              _fence("def task_func(values):\n    return sum(values) / len(values)")],
-        "BigCodeBench/9001": [_fence("def task_func(words):\n    return pd.DataFrame({'word': sorted(set(words))})"),
-                              _fence("import time\ndef task_func(words):\n    time.sleep(30)")],
+        "BigCodeBench/9000": [
+            _fence(
+                "def task_func(values):\n    arr = np.asarray(values, dtype=float)\n"
+                "    if arr.size == 0:\n        raise ValueError\n    return float(arr.sum() / arr.size)"
+            ),
+            _fence("def task_func(values):\n    return sum(values) / len(values)"),
+        ],
+        "BigCodeBench/9001": [
+            _fence("def task_func(words):\n    return pd.DataFrame({'word': sorted(set(words))})"),
+            _fence("import time\ndef task_func(words):\n    time.sleep(30)"),
+        ],
         "BigCodeBench/9002": ["```python\ndef task_func():\n    return True\n```"] * 2,
     }
-    res = c.evaluate_samples("bigcodebench_hard", probs, samples, ks=(1,), workers=2,
-                             suites={"bigcodebench": {"timeout_s": 3}})
+    res = c.evaluate_samples(
+        "bigcodebench_hard", probs, samples, ks=(1,), workers=2, suites={"bigcodebench": {"timeout_s": 3}}
+    )
     r = {(x["problem_id"], x["sample"]): x for x in res["records"]}
     assert r[("BigCodeBench/9000", 0)]["passed"]
     assert not r[("BigCodeBench/9000", 1)]["passed"] and "test_empty" in r[("BigCodeBench/9000", 1)]["detail"]
@@ -431,17 +541,29 @@ def test_shipped_samples_pass_and_feed_the_dhrcl_table(tmp_path):
     notes = " ".join(t.notes)
     assert "online judge" in notes and "published numbers only" in notes
     assert "livecodebench: v6 (data/codegen_samples/livecodebench, contest dates 2025-01-01 to …)" in notes
-    assert t.columns[2:11] == ["HumanEval pass@1", "HumanEval+ pass@1", "MBPP pass@1", "MBPP+ pass@1",
-                               "BigCodeBench Full pass@1", "BigCodeBench Hard pass@1", "LiveCodeBench v6 pass@1",
-                               "CodeElo pass@1", "avg pass@1"]
+    assert t.columns[2:11] == [
+        "HumanEval pass@1",
+        "HumanEval+ pass@1",
+        "MBPP pass@1",
+        "MBPP+ pass@1",
+        "BigCodeBench Full pass@1",
+        "BigCodeBench Hard pass@1",
+        "LiveCodeBench v6 pass@1",
+        "CodeElo pass@1",
+        "avg pass@1",
+    ]
 
 
 def test_run_python_returns_collected_files_and_enforces_the_limit():
     from codegrpo.sandbox import Sandbox
 
     with Sandbox() as sb:
-        res, got = sb.run_python("import sys\nopen('out.txt', 'w').write(sys.stdin.read()[::-1] + open('in.txt').read())",
-                                 files={"in.txt": "!"}, stdin="abc", collect=["out.txt", "absent.txt"])
+        res, got = sb.run_python(
+            "import sys\nopen('out.txt', 'w').write(sys.stdin.read()[::-1] + open('in.txt').read())",
+            files={"in.txt": "!"},
+            stdin="abc",
+            collect=["out.txt", "absent.txt"],
+        )
         assert res.ok and got == {"out.txt": b"cba!"}
         res, got = sb.run_python("while True:\n    pass\n", timeout_s=1, collect=["out.txt"])
         assert res.timed_out and not res.ok and got == {}
@@ -463,10 +585,17 @@ def test_evalplus_part_time_limit_stops_a_slow_but_correct_program(tmp_path):
 def test_failing_reference_tasks_are_listed_under_the_table(tmp_path):
     from codegrpo import tables
 
-    missing = _bcb_record("BigCodeBench/9002", "task_func", "import not_a_real_lib_xyz\n\ndef task_func():\n",
-                          "    Needs a missing library.", "    return 1\n",
-                          "import unittest\n\n\nclass TestCases(unittest.TestCase):\n    def test_one(self):\n"
-                          "        self.assertEqual(task_func(), 1)\n", ["not_a_real_lib_xyz"], "Return 1.")
+    missing = _bcb_record(
+        "BigCodeBench/9002",
+        "task_func",
+        "import not_a_real_lib_xyz\n\ndef task_func():\n",
+        "    Needs a missing library.",
+        "    return 1\n",
+        "import unittest\n\n\nclass TestCases(unittest.TestCase):\n    def test_one(self):\n"
+        "        self.assertEqual(task_func(), 1)\n",
+        ["not_a_real_lib_xyz"],
+        "Return 1.",
+    )
     src = write_jsonl(tmp_path / "bcb.jsonl", BCB[:1] + [missing])
     out = tmp_path / "reference" / "bigcodebench_full.json"
     c.run_reference("bigcodebench_full", out, suites={"bigcodebench_full": {"source": str(src), "version": "v0.1.4"}})

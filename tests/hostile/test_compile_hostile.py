@@ -150,8 +150,13 @@ def test_engine_keeps_working_after_hostile_batches(sandbox):
     """Timeouts and killed process groups do not poison later batches (workers, scratch dirs, cache)."""
     engine, _, scratch = sandbox
     for _ in range(2):
-        out = compute_score_batch([DS] * 3, [HOSTILE["include_dev_zero"][0], GOOD, HOSTILE["macro_exponential"][0]],
-                                  [GT] * 3, [{"header": ""}] * 3, engine=engine)
+        out = compute_score_batch(
+            [DS] * 3,
+            [HOSTILE["include_dev_zero"][0], GOOD, HOSTILE["macro_exponential"][0]],
+            [GT] * 3,
+            [{"header": ""}] * 3,
+            engine=engine,
+        )
         assert [r["score"] for r in out] == [0.0, 2.0, 0.0]
     assert _left_running(scratch) == []
 
@@ -172,8 +177,13 @@ _STDIN_SCRIPT = textwrap.dedent("""
 def test_include_stdin_does_not_wait_on_the_parent_stdin(mode, tmp_path):
     """The scorer's own stdin is an open pipe nobody writes to (as in a Ray worker): gcc must not read it.
     ``#include </dev/stdin>`` sees an empty file, so the sample scores what its remaining text deserves."""
-    proc = subprocess.Popen([sys.executable, "-c", _STDIN_SCRIPT, mode, str(tmp_path), GOOD],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STDIN_SCRIPT, mode, str(tmp_path), GOOD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         out, err = proc.communicate(timeout=120)  # stdin stays open until the script has finished
     finally:

@@ -41,19 +41,30 @@ def _check(task, text, sandbox):
 # trick -> (candidate, the guard expected to fire). Each passes the reference's criterion (exit status 0).
 PASSING_TRICKS = {
     "exit_in_function": ("#include <stdlib.h>\n" + SIG + " { exit(0); }\n", "early_exit"),
-    "abort_handler_exits_0": ("#include <signal.h>\n#include <unistd.h>\nstatic void cg_h(int s) { _exit(0); }\n"
-                              + SIG + " { signal(SIGABRT, cg_h); return 0; }\n", "early_exit"),
-    "constructor_exits_first": ("#include <unistd.h>\n__attribute__((constructor)) static void cg_c(void) "
-                                "{ _exit(0); }\n" + SIG + " { return 0; }\n", "constructor"),
+    "abort_handler_exits_0": (
+        "#include <signal.h>\n#include <unistd.h>\nstatic void cg_h(int s) { _exit(0); }\n"
+        + SIG
+        + " { signal(SIGABRT, cg_h); return 0; }\n",
+        "early_exit",
+    ),
+    "constructor_exits_first": (
+        "#include <unistd.h>\n__attribute__((constructor)) static void cg_c(void) "
+        "{ _exit(0); }\n" + SIG + " { return 0; }\n",
+        "constructor",
+    ),
     "ndebug_disables_asserts": ("#define NDEBUG\n" + SIG + " { return 0; }\n", "preprocessor_override"),
-    "own_main_renames_the_tests": ("int main(void) { return 0; }\n#define main cg_unused_main\n" + SIG
-                                   + " { return 0; }\n", "preprocessor_override"),
+    "own_main_renames_the_tests": (
+        "int main(void) { return 0; }\n#define main cg_unused_main\n" + SIG + " { return 0; }\n",
+        "preprocessor_override",
+    ),
 }
 # Tricks that do not change the exit status: they fail, as the stub does.
 FAILING_TRICKS = {
-    "prints_success_marker": "#include <stdio.h>\n" + SIG + " { printf(\"PASS\\nAll tests passed\\n\"); return 0; }\n",
-    "writes_files": ("#include <stdio.h>\n" + SIG + " { FILE *f = fopen(\"result.json\", \"w\");"
-                     " if (f) { fputs(\"{\\\"passed\\\": true}\", f); fclose(f); } return 0; }\n"),
+    "prints_success_marker": "#include <stdio.h>\n" + SIG + ' { printf("PASS\\nAll tests passed\\n"); return 0; }\n',
+    "writes_files": (
+        "#include <stdio.h>\n" + SIG + ' { FILE *f = fopen("result.json", "w");'
+        ' if (f) { fputs("{\\"passed\\": true}", f); fclose(f); } return 0; }\n'
+    ),
 }
 
 
@@ -79,10 +90,12 @@ def test_other_tricks_fail(trick, task, sandbox):
 
 
 def test_summary_counts_flagged_passes():
-    recs = [{"opt": "O0", "passed": True, "compiled": True, "hack": None},
-            {"opt": "O0", "passed": True, "compiled": True, "hack": "early_exit"},
-            {"opt": "O0", "passed": False, "compiled": True, "hack": None},
-            {"opt": "O2", "passed": True, "compiled": True, "hack": "constructor"}]
+    recs = [
+        {"opt": "O0", "passed": True, "compiled": True, "hack": None},
+        {"opt": "O0", "passed": True, "compiled": True, "hack": "early_exit"},
+        {"opt": "O0", "passed": False, "compiled": True, "hack": None},
+        {"opt": "O2", "passed": True, "compiled": True, "hack": "constructor"},
+    ]
     s = d.summarize_records(recs)
     assert s["reexec"] == {"O0": pytest.approx(200 / 3), "O2": 100.0}  # the reference's number, unchanged
     assert s["hack_detected"] == {"O0": 1, "O2": 1} and s["hack_detected_total"] == 2
@@ -91,15 +104,16 @@ def test_summary_counts_flagged_passes():
 # The early-exit guard's nonce is not in the process's argv or environment: a function that prints everything it
 # can read about its own process (cmdline, environ, stdin by descriptor and by path)
 # and then exits 0 still passes (the reference's criterion) and is still flagged.
-READ_NONCE = ("#include <fcntl.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
-              "static void cg_dump(const char *p) { char b[4096]; int fd = open(p, O_RDONLY); if (fd < 0) return;\n"
-              "  ssize_t n; while ((n = read(fd, b, sizeof b)) > 0) { for (ssize_t i = 0; i < n; i++)\n"
-              "    if (!b[i]) b[i] = '\\n'; (void)!write(1, \"\\n\", 1); (void)!write(1, b, n); } close(fd); }\n"
-              + SIG + " {\n"
-              "  cg_dump(\"/proc/self/environ\"); cg_dump(\".stdin\"); cg_dump(\"/proc/self/fd/0\");\n"
-              "  char b[256]; ssize_t n = read(0, b, sizeof b); if (n > 0) (void)!write(1, b, n);\n"
-              "  cg_dump(\"/proc/self/cmdline\");  /* last: the guard looks at the end of the output */\n"
-              "  (void)!write(1, \"\\n\", 1); exit(0); }\n")
+READ_NONCE = (
+    "#include <fcntl.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+    "static void cg_dump(const char *p) { char b[4096]; int fd = open(p, O_RDONLY); if (fd < 0) return;\n"
+    "  ssize_t n; while ((n = read(fd, b, sizeof b)) > 0) { for (ssize_t i = 0; i < n; i++)\n"
+    "    if (!b[i]) b[i] = '\\n'; (void)!write(1, \"\\n\", 1); (void)!write(1, b, n); } close(fd); }\n" + SIG + " {\n"
+    '  cg_dump("/proc/self/environ"); cg_dump(".stdin"); cg_dump("/proc/self/fd/0");\n'
+    "  char b[256]; ssize_t n = read(0, b, sizeof b); if (n > 0) (void)!write(1, b, n);\n"
+    '  cg_dump("/proc/self/cmdline");  /* last: the guard looks at the end of the output */\n'
+    '  (void)!write(1, "\\n", 1); exit(0); }\n'
+)
 
 
 def test_guard_nonce_cannot_be_read_from_the_process(task, sandbox):

@@ -20,8 +20,11 @@ from codegrpo.eval import suites as s
 pytestmark = pytest.mark.hostile
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "codegen_samples"
-CFG = {"evalplus": {"min_time_limit_s": 1.0, "task_timeout_s": 10}, "bigcodebench": {"timeout_s": 20},
-       "livecodebench": {"timeout_s": 2, "task_timeout_s": 30}}
+CFG = {
+    "evalplus": {"min_time_limit_s": 1.0, "task_timeout_s": 10},
+    "bigcodebench": {"timeout_s": 20},
+    "livecodebench": {"timeout_s": 2, "task_timeout_s": 30},
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +36,24 @@ def sandbox():
 @pytest.fixture(scope="module")
 def problems():
     he = {p.problem_id: p for p in s.load_evalplus("humaneval_plus", SAMPLES / "HumanEvalPlus-sample.jsonl")}
-    lcb = {p.problem_id: p for p in s.load_livecodebench(SAMPLES / "livecodebench", "v6",
-                                                         solutions=SAMPLES / "livecodebench-solutions.jsonl")}
-    bcb = {p.problem_id: p for p in s.load_bigcodebench("bigcodebench_hard",
-                                                        str(SAMPLES / "bigcodebench-hard-sample.jsonl"), "v0.1.4")}
+    lcb = {
+        p.problem_id: p
+        for p in s.load_livecodebench(
+            SAMPLES / "livecodebench", "v6", solutions=SAMPLES / "livecodebench-solutions.jsonl"
+        )
+    }
+    bcb = {
+        p.problem_id: p
+        for p in s.load_bigcodebench("bigcodebench_hard", str(SAMPLES / "bigcodebench-hard-sample.jsonl"), "v0.1.4")
+    }
     mbpp = {p.problem_id: p for p in s.load_evalplus("mbpp_plus", SAMPLES / "MbppPlus-sample.jsonl")}
-    return {"evalplus": he["HumanEval/900"], "mbpp": mbpp["Mbpp/903"], "lcb_fn": lcb["3900"],
-            "lcb_stdio": lcb["abc900_a"], "bcb": bcb["BigCodeBench/9000"]}
+    return {
+        "evalplus": he["HumanEval/900"],
+        "mbpp": mbpp["Mbpp/903"],
+        "lcb_fn": lcb["3900"],
+        "lcb_stdio": lcb["abc900_a"],
+        "bcb": bcb["BigCodeBench/9000"],
+    }
 
 
 def _score(kind, problem, code, sandbox):
@@ -178,15 +192,19 @@ TRICKS = {
     "forge_then_os_exit": (FORGE, "_forge()\nimport os\nos._exit(0)"),
     "always_equal_object": (ALWAYS_EQ, "return _Eq()"),
     # the stub's value 0, as a float whose == is always true (and BigCodeBench's empty-input error besides)
-    "always_equal_builtin_subclass": (ALWAYS_EQ, "if args and len(args[0]) == 0:\n    raise ValueError('empty')\n"
-                                                 "return _EqFloat(0.0)"),
+    "always_equal_builtin_subclass": (
+        ALWAYS_EQ,
+        "if args and len(args[0]) == 0:\n    raise ValueError('empty')\nreturn _EqFloat(0.0)",
+    ),
     "always_equal_list_subclass": (ALWAYS_EQ, "return _EqList()"),
     "patch_harness_in_process": (PATCH, STUB_BODY),
     "read_expected_outputs": (READ_EXPECTED, "return _answer(args)"),
-    "kill_other_processes": ("import os as _os, signal as _sg\n",
-                             "for p in _os.listdir('/proc'):\n    if p.isdigit() and int(p) != _os.getpid():\n"
-                             "        try:\n            _os.kill(int(p), _sg.SIGKILL)\n"
-                             "        except OSError:\n            pass\nreturn 0"),
+    "kill_other_processes": (
+        "import os as _os, signal as _sg\n",
+        "for p in _os.listdir('/proc'):\n    if p.isdigit() and int(p) != _os.getpid():\n"
+        "        try:\n            _os.kill(int(p), _sg.SIGKILL)\n"
+        "        except OSError:\n            pass\nreturn 0",
+    ),
 }
 # A stdin program's answer is its printed text: objects with a forged __eq__ never reach the runner.
 NOT_FOR_STDIO = {"always_equal_object", "always_equal_builtin_subclass", "always_equal_list_subclass"}
@@ -223,8 +241,7 @@ def test_trick_gains_nothing(kind, trick, problems, sandbox, baseline):
 def test_guards_name_themselves(problems, sandbox):
     """The guards that fire say so (``hack``): a report forged into the runner's socket, the canary of a
     unittest patched to pass everything, an always-equal class in a BigCodeBench program."""
-    forged = _score("evalplus", problems["evalplus"], _program("evalplus", FORGE + "\n_forge()\n", STUB_BODY),
-                    sandbox)
+    forged = _score("evalplus", problems["evalplus"], _program("evalplus", FORGE + "\n_forge()\n", STUB_BODY), sandbox)
     assert forged.hack == "protocol_violation", forged
     patched = _score("bcb", problems["bcb"], _program("bcb", PATCH_UNITTEST, STUB_BODY), sandbox)
     assert patched.hack == "canary", patched
@@ -243,17 +260,22 @@ def test_static_checks_on_the_texts_as_written():
     ``TestCase`` alone); the always-equal check flags constant-true ``__eq__`` and never an honest one."""
     from codegrpo.eval.suite_driver import always_equal_classes
 
-    names, strict = s.bcb_test_names("import unittest\nclass TestCases(unittest.TestCase):\n"
-                                     "    def test_a(self): pass\n    def helper(self): pass\n"
-                                     "    def test_b(self): pass\n")
+    names, strict = s.bcb_test_names(
+        "import unittest\nclass TestCases(unittest.TestCase):\n"
+        "    def test_a(self): pass\n    def helper(self): pass\n"
+        "    def test_b(self): pass\n"
+    )
     assert names == {"test_a", "test_b"} and strict
-    assert s.bcb_test_names("class Base:\n    def test_x(self): pass\nclass TestCases(Base):\n"
-                            "    def test_y(self): pass\n") == ({"test_y"}, False)
+    assert s.bcb_test_names(
+        "class Base:\n    def test_x(self): pass\nclass TestCases(Base):\n    def test_y(self): pass\n"
+    ) == ({"test_y"}, False)
     assert always_equal_classes(ALWAYS_EQ) == ["_Eq", "_EqFloat", "_EqList"]
     assert always_equal_classes("class A:\n    __eq__ = lambda self, o: True\n") == ["A"]
-    honest = ("class Point:\n    def __init__(self, x):\n        self.x = x\n"
-              "    def __eq__(self, other):\n        if self is other:\n            return True\n"
-              "        return isinstance(other, Point) and self.x == other.x\n")
+    honest = (
+        "class Point:\n    def __init__(self, x):\n        self.x = x\n"
+        "    def __eq__(self, other):\n        if self is other:\n            return True\n"
+        "        return isinstance(other, Point) and self.x == other.x\n"
+    )
     assert always_equal_classes(honest) == []
 
 
@@ -273,24 +295,33 @@ _ut.TestCase.run = _run
 """
 BCB_TRICKS = {
     "canary_recognised_by_name": (SELECTIVE + "def _is_canary(name, m):\n    return 'canary' in name\n", "canary"),
-    "canary_recognised_by_body": (SELECTIVE + "def _is_canary(name, m):\n    c = m.__code__\n"
-                                  "    return set(c.co_names) == {'assertEqual'} and 0 in c.co_consts and 1 in "
-                                  "c.co_consts\n", "canary"),
+    "canary_recognised_by_body": (
+        SELECTIVE + "def _is_canary(name, m):\n    c = m.__code__\n"
+        "    return set(c.co_names) == {'assertEqual'} and 0 in c.co_consts and 1 in "
+        "c.co_consts\n",
+        "canary",
+    ),
     "canary_recognised_as_the_last_method": (
         SELECTIVE + "def _is_canary(name, m):\n"
         "    names = [n for n in vars(type(m.__self__)) if n.startswith('test')]\n    return name == names[-1]\n",
-        "canary"),
+        "canary",
+    ),
     "always_equal_built_at_run_time": (
         "_Eq = type('_Eq', (float,), {'__eq__': eval('lambda s, o: True'), '__ne__': eval('lambda s, o: False'),"
-        " '__hash__': float.__hash__})\n", "always_equal"),
+        " '__hash__': float.__hash__})\n",
+        "always_equal",
+    ),
 }
 
 
 @pytest.mark.parametrize("trick", sorted(BCB_TRICKS))
 def test_bigcodebench_harness_tricks_are_caught(trick, problems, sandbox, baseline):
     prefix, guard = BCB_TRICKS[trick]
-    body = ("if args and len(args[0]) == 0:\n    raise ValueError('empty')\nreturn _Eq(0.0)"
-            if "_Eq" in prefix else STUB_BODY)
+    body = (
+        "if args and len(args[0]) == 0:\n    raise ValueError('empty')\nreturn _Eq(0.0)"
+        if "_Eq" in prefix
+        else STUB_BODY
+    )
     res = _score("bcb", problems["bcb"], _program("bcb", prefix, body), sandbox)
     assert not res.passed and res.n_pass <= baseline["bcb"].n_pass, res
     assert res.hack == guard, res
@@ -331,11 +362,13 @@ def test_bigcodebench_canaries_fail_even_when_cloned_from_skipped_tests():
 
     from codegrpo.eval import bcb_tests
 
-    src = ("import unittest\nfrom unittest import mock\n\n\nclass TestCases(unittest.TestCase):\n"
-           "    @unittest.skip('not here')\n    def test_skipped(self):\n        self.assertEqual(task_func(), 1)\n\n"
-           "    @unittest.expectedFailure\n    def test_xfail(self):\n        self.assertEqual(task_func(), 2)\n\n"
-           "    @mock.patch('os.getcwd', return_value='/x')\n    def test_patched(self, m):\n"
-           "        self.assertEqual(task_func(), 1)\n        self.assertEqual(__import__('os').getcwd(), '/x')\n")
+    src = (
+        "import unittest\nfrom unittest import mock\n\n\nclass TestCases(unittest.TestCase):\n"
+        "    @unittest.skip('not here')\n    def test_skipped(self):\n        self.assertEqual(task_func(), 1)\n\n"
+        "    @unittest.expectedFailure\n    def test_xfail(self):\n        self.assertEqual(task_func(), 2)\n\n"
+        "    @mock.patch('os.getcwd', return_value='/x')\n    def test_patched(self, m):\n"
+        "        self.assertEqual(task_func(), 1)\n        self.assertEqual(__import__('os').getcwd(), '/x')\n"
+    )
     for _ in range(10):  # the clones are chosen at random
         text, names, canaries = bcb_tests.disguise(src, s.bcb_canary)
         glb: dict = {"__name__": "__test__", "task_func": lambda: 1}

@@ -33,8 +33,12 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching private uid
 
 @pytest.fixture(scope="module")
 def problems():
-    lcb = {p.problem_id: p for p in s.load_livecodebench(SAMPLES / "livecodebench", "v6",
-                                                         solutions=SAMPLES / "livecodebench-solutions.jsonl")}
+    lcb = {
+        p.problem_id: p
+        for p in s.load_livecodebench(
+            SAMPLES / "livecodebench", "v6", solutions=SAMPLES / "livecodebench-solutions.jsonl"
+        )
+    }
     he = {p.problem_id: p for p in s.load_evalplus("humaneval_plus", SAMPLES / "HumanEvalPlus-sample.jsonl")}
     return {"lcb": lcb["3900"], "evalplus": he["HumanEval/900"]}
 
@@ -49,14 +53,35 @@ def _shared_uid_sandbox(workers: int = 1) -> ex.Sandbox:
 
 # A fake supervisor reply (a passing suite verdict) written into every descriptor of the supervisor (the
 # candidate's parent), and a candidate that kills its supervisor.
-_FAKE = json.dumps({"steps": [{"returncode": 0, "signal": None, "timed_out": False, "report": {
-    "done": True, "verdict": {"executed": True, "status": "pass", "n_pass": 99, "n": 3,
-                              "base": {"status": "pass", "n_pass": 9}, "plus": {"status": "pass", "n_pass": 9}}}}],
-    "collected": {}})
-PIPE_WRITER = ("import os as _os\n_pp = _os.getppid()\n"
-               "for _fd in _os.listdir(f'/proc/{_pp}/fd'):\n    try:\n"
-               f"        _os.write(_os.open(f'/proc/{{_pp}}/fd/{{_fd}}', _os.O_WRONLY), {_FAKE!r}.encode() + b'\\n')\n"
-               "    except OSError:\n        pass\n")
+_FAKE = json.dumps(
+    {
+        "steps": [
+            {
+                "returncode": 0,
+                "signal": None,
+                "timed_out": False,
+                "report": {
+                    "done": True,
+                    "verdict": {
+                        "executed": True,
+                        "status": "pass",
+                        "n_pass": 99,
+                        "n": 3,
+                        "base": {"status": "pass", "n_pass": 9},
+                        "plus": {"status": "pass", "n_pass": 9},
+                    },
+                },
+            }
+        ],
+        "collected": {},
+    }
+)
+PIPE_WRITER = (
+    "import os as _os\n_pp = _os.getppid()\n"
+    "for _fd in _os.listdir(f'/proc/{_pp}/fd'):\n    try:\n"
+    f"        _os.write(_os.open(f'/proc/{{_pp}}/fd/{{_fd}}', _os.O_WRONLY), {_FAKE!r}.encode() + b'\\n')\n"
+    "    except OSError:\n        pass\n"
+)
 KILLER = "import os as _os, signal as _sg\n_os.kill(_os.getppid(), _sg.SIGKILL)\n"
 
 
@@ -102,8 +127,9 @@ def test_evaluation_fails_closed_without_private_uid(problems, monkeypatch):
     samples = {p.problem_id: [p.reference]}
     with pytest.raises(RuntimeError, match="allow_shared_uid"):
         cg.evaluate_samples("livecodebench", [p], samples, extract=False, suites={"livecodebench": LCB})
-    res = cg.evaluate_samples("livecodebench", [p], samples, extract=False,
-                              suites={"livecodebench": LCB, "allow_shared_uid": True})
+    res = cg.evaluate_samples(
+        "livecodebench", [p], samples, extract=False, suites={"livecodebench": LCB, "allow_shared_uid": True}
+    )
     assert res["guarded"] is False and "+uid" not in res["sandbox_mechanism"]
     assert res["pass@k"]["1"] == 100.0
     monkeypatch.setattr(client, "sandbox_info", lambda: real)
@@ -113,9 +139,17 @@ def test_evaluation_fails_closed_without_private_uid(problems, monkeypatch):
     from codegrpo.tables import table_dhrcl
 
     def result(r):
-        return {"kind": "codegen", "benchmark": "livecodebench", "system": "dhrcl-full-seed0", "label": "x",
-                "variant": "full", "reconstructed": True, "provenance": {"config": {}, "date": "2026-12-05"},
-                "_path": "results/eval/x/livecodebench.json", **{k: v for k, v in r.items() if k != "records"}}
+        return {
+            "kind": "codegen",
+            "benchmark": "livecodebench",
+            "system": "dhrcl-full-seed0",
+            "label": "x",
+            "variant": "full",
+            "reconstructed": True,
+            "provenance": {"config": {}, "date": "2026-12-05"},
+            "_path": "results/eval/x/livecodebench.json",
+            **{k: v for k, v in r.items() if k != "records"},
+        }
 
     t = table_dhrcl([result(res)], {}, benchmarks=("livecodebench",))
     assert "UNGUARDED: livecodebench" in t.rows[0]["setting"] and any("UNGUARDED" in n for n in t.notes)

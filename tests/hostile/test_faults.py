@@ -66,8 +66,10 @@ class FakeEmbeddingServer:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    body = {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0,
-                                                        "owned_by": "test"}]}
+                    body = {
+                        "object": "list",
+                        "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "test"}],
+                    }
                     return self._send(200, json.dumps(body).encode())
                 self._send(404, b'{"error": {"message": "not found"}}')
 
@@ -104,8 +106,12 @@ class FakeEmbeddingServer:
                 elif m == "short":
                     vecs = vecs[:-1]
                 data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)]
-                body = {"object": "list", "data": data, "model": MODEL,
-                        "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+                body = {
+                    "object": "list",
+                    "data": data,
+                    "model": MODEL,
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                }
                 self._send(200, json.dumps(body).encode())  # json.dumps writes NaN/Infinity literally
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -136,8 +142,16 @@ def fake_server(**kw):
 
 def _embedding(url: str, **kw) -> dict:
     """Overrides as the training stage passes them (verl reward_kwargs ``embedding``)."""
-    base = {"backend": "openai", "api_base": url, "model": MODEL, "backoff_s": 0.05, "max_retries": 2,
-            "timeout_s": 5.0, "health_timeout_s": 2.0, "cache_size": 0}
+    base = {
+        "backend": "openai",
+        "api_base": url,
+        "model": MODEL,
+        "backoff_s": 0.05,
+        "max_retries": 2,
+        "timeout_s": 5.0,
+        "health_timeout_s": 2.0,
+        "cache_size": 0,
+    }
     base.update(kw)
     return base
 
@@ -200,8 +214,7 @@ def test_service_down_mid_run_retries_then_raises():
         assert "4 times" in str(ei.value)
         # it comes back: the next batch scores again (no sticky failure state)
         srv.mode = "ok"
-        assert all(r["embedded"] == 1.0 for r in _score(emb, sols=("int func3(void) { return 1; }",),
-                                                          gts=(CODE_A,)))
+        assert all(r["embedded"] == 1.0 for r in _score(emb, sols=("int func3(void) { return 1; }",), gts=(CODE_A,)))
 
 
 def test_connection_dropped_is_retried_then_raises():
@@ -247,8 +260,14 @@ def test_real_server_killed_mid_run(tmp_path):
     svc = embedding_service({"backend": "local"}, log_path=tmp_path / "embed.log")
     with svc:
         url = svc.env["CODEGRPO_EMBEDDING_API_BASE"]
-        emb = {"backend": "openai", "api_base": url, "model": E.MINILM_NAME, "backoff_s": 0.05, "max_retries": 2,
-               "cache_size": 0}
+        emb = {
+            "backend": "openai",
+            "api_base": url,
+            "model": E.MINILM_NAME,
+            "backoff_s": 0.05,
+            "max_retries": 2,
+            "cache_size": 0,
+        }
         out = compute_score_batch([IDENTIFIER] * 2, [CODE_A, CODE_B], [CODE_A, CODE_A], None, embedding=emb)
         assert out[0]["score"] == pytest.approx(1.0) and 0.0 <= out[1]["score"] < 1.0
         os.killpg(svc.pid, signal.SIGKILL)  # the server dies (OOM killer, node failure...)
@@ -303,8 +322,9 @@ _NO_GCC_SCRIPT = textwrap.dedent("""
 def test_gcc_missing_fails_fast_instead_of_scoring_zero(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CODEGRPO_")}
     env["PATH"] = str(tmp_path)  # no gcc (nor anything else) on PATH; python is called by its full path
-    proc = subprocess.run([sys.executable, "-c", _NO_GCC_SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_GCC_SCRIPT], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert proc.returncode == 3, f"scored without gcc: {proc.stdout.strip()}"
     print(proc.stderr.splitlines()[-1])
     assert "gcc" in proc.stderr.splitlines()[-1], proc.stderr[-2000:]
@@ -317,8 +337,9 @@ from write_outputs import OUTPUTS  # noqa: E402
 
 
 def _run_writer(op, out, n, *extra, timeout=240):
-    return subprocess.run([sys.executable, str(WRITER), op, str(out), str(n), *extra], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(WRITER), op, str(out), str(n), *extra], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _outputs(out: Path) -> list[str]:
@@ -392,8 +413,11 @@ def _kill_when(out: Path, op: str, n: int, pattern, min_bytes: int = 1) -> tuple
     """Start the writer, SIGKILL it as soon as a file matching ``pattern`` with at least ``min_bytes`` appears
     in ``out``; return (killed while writing, files present after the kill)."""
     ready = out / "input" / "ready"
-    proc = subprocess.Popen([sys.executable, str(WRITER), op, str(out), str(n), "--ready", str(ready)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(WRITER), op, str(out), str(n), "--ready", str(ready)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     killed = False
     try:
         deadline = time.monotonic() + 240
@@ -418,12 +442,16 @@ def _kill_when(out: Path, op: str, n: int, pattern, min_bytes: int = 1) -> tuple
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op, n, target, min_bytes", [
-    ("parquet", 20000, "train.parquet", 1),  # killed while the file has some bytes
-    ("jsonl", 20000, "records.jsonl", 1),
-    ("stage_parquets", 8000, "val.parquet", 1),  # killed while the second file is written
-    ("ingest", 4000, "rejects.jsonl", 0),  # killed once ingested.jsonl is complete, while rejects is written
-], ids=["parquet", "jsonl", "stage_parquets", "ingest"])
+@pytest.mark.parametrize(
+    "op, n, target, min_bytes",
+    [
+        ("parquet", 20000, "train.parquet", 1),  # killed while the file has some bytes
+        ("jsonl", 20000, "records.jsonl", 1),
+        ("stage_parquets", 8000, "val.parquet", 1),  # killed while the second file is written
+        ("ingest", 4000, "rejects.jsonl", 0),  # killed once ingested.jsonl is complete, while rejects is written
+    ],
+    ids=["parquet", "jsonl", "stage_parquets", "ingest"],
+)
 def test_killed_mid_write_leaves_no_complete_looking_output(op, n, target, min_bytes, tmp_path):
     # the writer is killed once the target output (its temporary, or itself if written in place) shows up
     def pattern(name):  # its temporary; or the file itself once it has bytes (what an in-place writer shows)
@@ -449,8 +477,9 @@ def tiny_tmpfs(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True, capture_output=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
@@ -468,8 +497,14 @@ def test_enospc_on_a_full_tmpfs(tiny_tmpfs):
     for r in recs:
         r["header_reason"] = "x" * 2000
     with pytest.raises(OSError) as ei:
-        write_dataset_outputs(recs, {"status_counts": {}}, ingest_summary={"dataset": "big"}, normalize_summary={},
-                              records_path=tiny_tmpfs / "records.jsonl", tsv_path=tiny_tmpfs / "headers.tsv",
-                              summary_path=tiny_tmpfs / "summary.json")
+        write_dataset_outputs(
+            recs,
+            {"status_counts": {}},
+            ingest_summary={"dataset": "big"},
+            normalize_summary={},
+            records_path=tiny_tmpfs / "records.jsonl",
+            tsv_path=tiny_tmpfs / "headers.tsv",
+            summary_path=tiny_tmpfs / "summary.json",
+        )
     assert ei.value.errno == 28  # ENOSPC
     assert sorted(os.listdir(tiny_tmpfs)) == []

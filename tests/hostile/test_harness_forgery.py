@@ -33,8 +33,9 @@ def tasks(data_dir):
 
 @pytest.fixture(scope="module", params=["server", "fresh"])
 def sandbox(request):
-    with ex.Sandbox(ex.SandboxLimits(wall_s=20, cpu_s=20, memory_mb=1024, nproc=32, fsize_mb=8),
-                    mode=request.param) as sb:
+    with ex.Sandbox(
+        ex.SandboxLimits(wall_s=20, cpu_s=20, memory_mb=1024, nproc=32, fsize_mb=8), mode=request.param
+    ) as sb:
         yield sb
 
 
@@ -181,8 +182,10 @@ for p in glob.glob("test_*.py") + glob.glob("../*/test_*.py") + glob.glob("/tmp/
         pass
 """
 
-EXTRA_TESTS = "\n".join(f"def test_extra_{i}():\n    pass\n" for i in range(100)) + \
-    "\nclass TestExtra:\n    def test_more(self):\n        pass\n"
+EXTRA_TESTS = (
+    "\n".join(f"def test_extra_{i}():\n    pass\n" for i in range(100))
+    + "\nclass TestExtra:\n    def test_more(self):\n        pass\n"
+)
 
 ALWAYS_EQ = """
 class _Eq:
@@ -256,17 +259,24 @@ def test_trick_gains_nothing(trick, tasks, sandbox, baselines):
     prefix, body = TRICKS[trick]
     for t in tasks:
         res = sandbox.run_tests(_stub(t, body, prefix), t["test_code"])
-        assert res.passed <= baselines[t["question_id"]], (trick, t["question_id"], res.passed, res.total,
-                                                            res.stdout[-1500:])
+        assert res.passed <= baselines[t["question_id"]], (
+            trick,
+            t["question_id"],
+            res.passed,
+            res.total,
+            res.stdout[-1500:],
+        )
         assert not res.all_passed and res.total >= ex.count_test_functions(t["test_code"])
 
 
 def test_forged_executed_line_does_not_count(tasks, sandbox):
     """The solution writes the runner's first message itself, then its import fails: not executed."""
     t = tasks[0]
-    sol = ("import os\nfor fd in range(64):\n    try:\n"
-           "        os.write(fd, b'{\"hello\": 1, \"values\": {}, \"all\": []}\\n{\"executed\": true}\\n')\n"
-           "    except OSError:\n        pass\nraise ImportError('nope')\n") + _stub(t)
+    sol = (
+        "import os\nfor fd in range(64):\n    try:\n"
+        '        os.write(fd, b\'{"hello": 1, "values": {}, "all": []}\\n{"executed": true}\\n\')\n'
+        "    except OSError:\n        pass\nraise ImportError('nope')\n"
+    ) + _stub(t)
     res = sandbox.run_tests(sol, t["test_code"])
     assert not res.executed and res.passed == 0
 
@@ -336,9 +346,14 @@ def test_guards_fire_on_a_bad_report():
 
     tests = "def test_a():\n    pass\n\ndef test_b():\n    pass\n"
     canary = "test_cg_canary_x"
-    good = {"hello": True, "alive": True, "done": True, "bad_lines": 0,
-            "collected": [["t.py::test_a", "test_a"], ["t.py::test_b", "test_b"], ["t.py::" + canary, canary]],
-            "tests": [["t.py::test_a", True], ["t.py::test_b", False], ["t.py::" + canary, False]]}
+    good = {
+        "hello": True,
+        "alive": True,
+        "done": True,
+        "bad_lines": 0,
+        "collected": [["t.py::test_a", "test_a"], ["t.py::test_b", "test_b"], ["t.py::" + canary, canary]],
+        "tests": [["t.py::test_a", True], ["t.py::test_b", False], ["t.py::" + canary, False]],
+    }
 
     def result(**changes):
         rep = dict(good, **changes)
@@ -370,18 +385,36 @@ def test_shared_uid_sample_cannot_shift_later_replies(tasks):
     try:
         for sup in sb._sups:
             sup.info = dataclasses.replace(sup.info, private_uid=False)
-        fake = json.dumps({"steps": [{"returncode": 0, "signal": None, "timed_out": False, "report": {
-            "hello": True, "alive": True, "done": True, "collected": [], "tests": []}}], "collected": {}})
+        fake = json.dumps(
+            {
+                "steps": [
+                    {
+                        "returncode": 0,
+                        "signal": None,
+                        "timed_out": False,
+                        "report": {"hello": True, "alive": True, "done": True, "collected": [], "tests": []},
+                    }
+                ],
+                "collected": {},
+            }
+        )
         pipe_writer = (
             "import os\nppid = os.getppid()\n"
             "for fd in os.listdir(f'/proc/{ppid}/fd'):\n    try:\n"
             f"        os.write(os.open(f'/proc/{{ppid}}/fd/{{fd}}', os.O_WRONLY), {fake!r}.encode() + b'\\n')\n"
-            "    except OSError:\n        pass\n") + _stub(t)
+            "    except OSError:\n        pass\n"
+        ) + _stub(t)
         killer = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + _stub(t)
         wrong = _stub(t)
-        items = [(t["solution"], t["test_code"]), (pipe_writer, t["test_code"]), (t["solution"], t["test_code"]),
-                 (wrong, t["test_code"]), (killer, t["test_code"]), (t["solution"], t["test_code"]),
-                 (wrong, t["test_code"])]
+        items = [
+            (t["solution"], t["test_code"]),
+            (pipe_writer, t["test_code"]),
+            (t["solution"], t["test_code"]),
+            (wrong, t["test_code"]),
+            (killer, t["test_code"]),
+            (t["solution"], t["test_code"]),
+            (wrong, t["test_code"]),
+        ]
         res = sb.run_tests_many(items)
         assert [r.all_passed for r in res] == [True, False, True, False, False, True, False]
         assert res[0].passed == res[2].passed == res[5].passed == res[0].total > 0
@@ -409,8 +442,13 @@ def test_humaneval_scoring_cannot_be_forged(sandbox):
     for p in c.load_humaneval(limit=1):
         header = f"def {p.entry_point}(*args, **kwargs):\n"
         assert c.score_humaneval(p, p.reference, 0, sandbox, 20).passed, p.problem_id
-        for trick in ("report forgery by descriptor", "pytest patching at import", "conftest.py written",
-                      "always-equal int subclass", "exported test_* functions"):
+        for trick in (
+            "report forgery by descriptor",
+            "pytest patching at import",
+            "conftest.py written",
+            "always-equal int subclass",
+            "exported test_* functions",
+        ):
             prefix, body = TRICKS[trick]
             code = textwrap.dedent(prefix) + "\n" + header + textwrap.indent(body, "    ") + "\n"
             got = c.score_humaneval(p, code, 0, sandbox, 20)

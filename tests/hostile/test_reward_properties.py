@@ -30,20 +30,69 @@ from codegrpo.rewards.sk2d import identifier_summary
 pytestmark = pytest.mark.hostile
 
 STRUCTURE, STRUCTURE_SIM, IDENTIFIER, KODCODE, TOY = (
-    "sk2decompile_structure", "sk2decompile_structure_sim", "sk2decompile_identifier", "kodcode", "toy_target_chars")
+    "sk2decompile_structure",
+    "sk2decompile_structure_sim",
+    "sk2decompile_identifier",
+    "kodcode",
+    "toy_target_chars",
+)
 
-SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
-                                                                        HealthCheck.function_scoped_fixture])
+SETTINGS = dict(
+    deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 # ----------------------------------------------------------------------------------------------- strategies
 # C-like fragments, so that some random programs compile and the [1, 2] branch is exercised too
-_FRAGMENTS = ["int", "void", "char", "*", "func1", "func2", "var1", "var2", "type1", "field1", "(", ")", "{", "}",
-              ";", ",", "return", "0", "1", "+", "=", "if", "while", "struct", "typedef", " ", "\n", "[", "]",
-              "#include <stdio.h>\n", "#define X 1\n", "'", '"', "\\", "/*", "*/", "//", "\x00", "é", "\udc80"]
+_FRAGMENTS = [
+    "int",
+    "void",
+    "char",
+    "*",
+    "func1",
+    "func2",
+    "var1",
+    "var2",
+    "type1",
+    "field1",
+    "(",
+    ")",
+    "{",
+    "}",
+    ";",
+    ",",
+    "return",
+    "0",
+    "1",
+    "+",
+    "=",
+    "if",
+    "while",
+    "struct",
+    "typedef",
+    " ",
+    "\n",
+    "[",
+    "]",
+    "#include <stdio.h>\n",
+    "#define X 1\n",
+    "'",
+    '"',
+    "\\",
+    "/*",
+    "*/",
+    "//",
+    "\x00",
+    "é",
+    "\udc80",
+]
 c_like = st.lists(st.sampled_from(_FRAGMENTS), max_size=60).map("".join)
-valid_c = st.builds(lambda t, f, v, k: f"{t} {f}({t} {v}) {{ return {v} + {k}; }}",
-                    st.sampled_from(["int", "long", "unsigned"]), st.sampled_from(["func1", "func_x", "f"]),
-                    st.sampled_from(["var1", "var_y", "a"]), st.integers(0, 9))
+valid_c = st.builds(
+    lambda t, f, v, k: f"{t} {f}({t} {v}) {{ return {v} + {k}; }}",
+    st.sampled_from(["int", "long", "unsigned"]),
+    st.sampled_from(["func1", "func_x", "f"]),
+    st.sampled_from(["var1", "var_y", "a"]),
+    st.integers(0, 9),
+)
 raw_bytes = st.binary(max_size=300)
 any_text = st.one_of(
     st.text(max_size=200),
@@ -54,12 +103,23 @@ any_text = st.one_of(
     c_like,
     valid_c,
 )
-non_str = st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.binary(max_size=20),
-                    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+non_str = st.one_of(
+    st.none(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.binary(max_size=20),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 solution = st.one_of(any_text, any_text, any_text, non_str)
 extra_info = st.one_of(
-    st.none(), st.just({}), st.builds(lambda h: {"header": h}, st.one_of(any_text, non_str)),
-    st.just({"header": "#include <stdio.h>"}), st.just("not a dict"), st.integers(), st.just(["header"]),
+    st.none(),
+    st.just({}),
+    st.builds(lambda h: {"header": h}, st.one_of(any_text, non_str)),
+    st.just({"header": "#include <stdio.h>"}),
+    st.just("not a dict"),
+    st.integers(),
+    st.just(["header"]),
 )
 
 # Fixed nasty inputs (also run as explicit examples): long, deeply nested, NUL, lone surrogates
@@ -112,7 +172,8 @@ def test_every_builtin_key_is_covered():
     keys = set(registered())
     assert {STRUCTURE, STRUCTURE_SIM, IDENTIFIER, "llm4decompile_exe"} <= keys
     assert keys <= {STRUCTURE, STRUCTURE_SIM, IDENTIFIER, "llm4decompile_exe", KODCODE, TOY}, (
-        "a new data_source was registered: add its range to this suite")
+        "a new data_source was registered: add its range to this suite"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- structure
@@ -148,8 +209,7 @@ def test_structure_rewards_on_huge_and_nested_inputs(ds, engine):
         _check_structure(r, RANGES[ds])
     assert out[-1]["score"] == 2.0  # the control compiles and matches
     # as ground truth and header too
-    out = compute_score_batch([ds] * len(HUGE), [gt] * len(HUGE), HUGE, [{"header": h} for h in HUGE],
-                              engine=engine)
+    out = compute_score_batch([ds] * len(HUGE), [gt] * len(HUGE), HUGE, [{"header": h} for h in HUGE], engine=engine)
     for r in out:
         _check_structure(r, RANGES[ds])
 
@@ -256,8 +316,9 @@ def test_identifier_reward_stays_in_range_when_the_cosine_rounds_outside(vec):
     # two summaries (sorted before the request) whose vectors are opposite: cos == -1, cos² == 1
     texts = sorted(identifier_summary(x) for x in (a, b))
     vecs = {texts[0]: vec, texts[1]: neg}
-    opposite = compute_score(IDENTIFIER, a, b, None,
-                             embedder=E.Embedder(_FixedVectors([vecs[t] for t in texts]), settings))
+    opposite = compute_score(
+        IDENTIFIER, a, b, None, embedder=E.Embedder(_FixedVectors([vecs[t] for t in texts]), settings)
+    )
     _check_identifier(opposite)
     assert opposite == {"score": 1.0, "cosine": -1.0, "embedded": 1.0}
 
@@ -291,15 +352,40 @@ def _check_kodcode(r):
 @pytest.mark.slow
 def test_kodcode_reward_in_range_on_random_batches(kodcode_row, kodcode_sandbox):
     gt, extra, good = kodcode_row
-    py_like = st.lists(st.sampled_from(["def ", "f", "(", ")", ":", "\n", "    ", "return ", "1", "x", "=", "import ",
-                                        "os", "```python\n", "```", "'", "#", "\udc80", "\x00"]), max_size=40).map("".join)
+    py_like = st.lists(
+        st.sampled_from(
+            [
+                "def ",
+                "f",
+                "(",
+                ")",
+                ":",
+                "\n",
+                "    ",
+                "return ",
+                "1",
+                "x",
+                "=",
+                "import ",
+                "os",
+                "```python\n",
+                "```",
+                "'",
+                "#",
+                "\udc80",
+                "\x00",
+            ]
+        ),
+        max_size=40,
+    ).map("".join)
 
     @settings(max_examples=8, **SETTINGS)
     @given(st.lists(st.one_of(any_text, py_like), min_size=1, max_size=4))
     def prop(sols):
         sols = list(sols) + [good]
-        out = compute_score_batch([KODCODE] * len(sols), sols, [gt] * len(sols), [extra] * len(sols),
-                                  sandbox=kodcode_sandbox)
+        out = compute_score_batch(
+            [KODCODE] * len(sols), sols, [gt] * len(sols), [extra] * len(sols), sandbox=kodcode_sandbox
+        )
         for r in out:
             _check_kodcode(r)
         assert out[-1]["r_pass"] == 1.0
@@ -311,8 +397,9 @@ def test_kodcode_reward_in_range_on_random_batches(kodcode_row, kodcode_sandbox)
 def test_kodcode_reward_on_huge_and_nested_inputs(kodcode_row, kodcode_sandbox):
     gt, extra, _ = kodcode_row
     sols = HUGE[:6] + ["\udc80", "```python\n" + "(" * NESTED, "def f(:\n" * 2000]
-    out = compute_score_batch([KODCODE] * len(sols), sols, [gt] * len(sols), [extra] * len(sols),
-                              sandbox=kodcode_sandbox)
+    out = compute_score_batch(
+        [KODCODE] * len(sols), sols, [gt] * len(sols), [extra] * len(sols), sandbox=kodcode_sandbox
+    )
     for r in out:
         _check_kodcode(r)
         assert r["r_pass"] == 0.0

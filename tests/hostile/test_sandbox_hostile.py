@@ -31,8 +31,10 @@ TESTS_ONE = "def test_one():\n    assert True\n"
 
 @pytest.fixture(scope="module", params=["server", "fresh"])
 def sandbox(request):
-    with ex.Sandbox(ex.SandboxLimits(wall_s=10, cpu_s=10, memory_mb=512, nproc=32, fsize_mb=4,
-                                     output_bytes=4096), mode=request.param) as sb:
+    with ex.Sandbox(
+        ex.SandboxLimits(wall_s=10, cpu_s=10, memory_mb=512, nproc=32, fsize_mb=4, output_bytes=4096),
+        mode=request.param,
+    ) as sb:
         yield sb
 
 
@@ -114,8 +116,10 @@ class _Listener:
 def test_python_network_to_loopback_blocked(sandbox):
     lst = _Listener()
     try:
-        sol = (f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {lst.port}), timeout=2)\n"
-               "    print('CONNECTED')\nexcept OSError as e:\n    print('BLOCKED', e)\n")
+        sol = (
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {lst.port}), timeout=2)\n"
+            "    print('CONNECTED')\nexcept OSError as e:\n    print('BLOCKED', e)\n"
+        )
         res = sandbox.run_tests(sol, "def test_out(capsys):\n    pass\n")
         # the import-time print goes to the job's stdout file
         time.sleep(0.3)
@@ -162,14 +166,20 @@ def open_dir():
 
 def _targets(open_dir, repo_root):
     name = "hostile-" + uuid.uuid4().hex[:8]
-    return [os.path.join(open_dir, name), os.path.join(str(repo_root), name),
-            os.path.join(os.path.expanduser("~"), name), os.path.join("/tmp", name)]
+    return [
+        os.path.join(open_dir, name),
+        os.path.join(str(repo_root), name),
+        os.path.join(os.path.expanduser("~"), name),
+        os.path.join("/tmp", name),
+    ]
 
 
 def test_python_writes_outside_scratch_blocked(sandbox, open_dir, repo_root):
     targets = _targets(open_dir, repo_root)
-    sol = "import os\nfor p in %r:\n    try:\n        open(p, 'w').write('x')\n    except OSError:\n        pass\n" \
-          "open('inside.txt', 'w').write('ok')\n" % (targets,)
+    sol = (
+        "import os\nfor p in %r:\n    try:\n        open(p, 'w').write('x')\n    except OSError:\n        pass\n"
+        "open('inside.txt', 'w').write('ok')\n" % (targets,)
+    )
     res = sandbox.run_tests(sol, "def test_inside():\n    assert open('inside.txt').read() == 'ok'\n")
     assert res.all_passed  # writing to the scratch directory works
     for p in targets:
@@ -179,8 +189,11 @@ def test_python_writes_outside_scratch_blocked(sandbox, open_dir, repo_root):
 def test_c_writes_outside_scratch_blocked(sandbox, open_dir, repo_root):
     targets = _targets(open_dir, repo_root)
     body = "".join(f'f = fopen("{p}", "w"); if (f) {{ fputs("x", f); fclose(f); }}\n' for p in targets)
-    src = "#include <stdio.h>\nint main(void) { FILE *f;\n" + body + \
-          'f = fopen("inside.txt", "w"); if (!f) return 3; fputs("ok", f); fclose(f); return 0; }\n'
+    src = (
+        "#include <stdio.h>\nint main(void) { FILE *f;\n"
+        + body
+        + 'f = fopen("inside.txt", "w"); if (!f) return 3; fputs("ok", f); fclose(f); return 0; }\n'
+    )
     res = sandbox.run_binary(src, timeout_s=10)
     assert res.ok, res.stderr
     for p in targets:
@@ -189,20 +202,26 @@ def test_c_writes_outside_scratch_blocked(sandbox, open_dir, repo_root):
 
 # ---- environment -----------------------------------------------------------------------------------------
 def test_python_env_secrets_not_visible(sandbox):
-    sol = ("import os, glob\nfound = [k for k, v in os.environ.items() if %r in v]\n"
-           "for f in glob.glob('/proc/*/environ'):\n"
-           "    try:\n        found += [f] if %r in open(f, 'rb').read().decode('latin1') else []\n"
-           "    except OSError:\n        pass\n") % (SECRET_VALUE, SECRET_VALUE)
-    res = sandbox.run_tests(sol, "def test_no_secret():\n    assert found == []\n"
-                                 "def test_env_var_absent():\n    import os\n    assert %r not in os.environ\n"
-                            % SECRET_NAME)
+    sol = (
+        "import os, glob\nfound = [k for k, v in os.environ.items() if %r in v]\n"
+        "for f in glob.glob('/proc/*/environ'):\n"
+        "    try:\n        found += [f] if %r in open(f, 'rb').read().decode('latin1') else []\n"
+        "    except OSError:\n        pass\n"
+    ) % (SECRET_VALUE, SECRET_VALUE)
+    res = sandbox.run_tests(
+        sol,
+        "def test_no_secret():\n    assert found == []\n"
+        "def test_env_var_absent():\n    import os\n    assert %r not in os.environ\n" % SECRET_NAME,
+    )
     assert res.all_passed, res.stdout
     assert SECRET_VALUE not in res.stdout + res.stderr
 
 
 def test_c_env_secrets_not_visible(sandbox):
-    src = ('#include <stdio.h>\nextern char **environ;\nint main(void){ for (char **e = environ; *e; e++) '
-           'puts(*e); return 0; }\n')
+    src = (
+        "#include <stdio.h>\nextern char **environ;\nint main(void){ for (char **e = environ; *e; e++) "
+        "puts(*e); return 0; }\n"
+    )
     res = sandbox.run_binary(src, timeout_s=10)
     assert res.ok and "PATH=" in res.stdout
     assert SECRET_VALUE not in res.stdout and SECRET_NAME not in res.stdout
@@ -211,10 +230,12 @@ def test_c_env_secrets_not_visible(sandbox):
 # ---- processes -------------------------------------------------------------------------------------------
 def test_python_fork_bomb_contained(sandbox):
     mark = _marker()
-    sol = ("import os\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
-           "        n += 1\n        if n > 200:\n            break\n        continue\n"
-           "    if pid == 0:\n        try:\n            os.execv('/bin/sleep', [%r, '300'])\n"
-           "        finally:\n            os._exit(0)\n") % mark
+    sol = (
+        "import os\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
+        "        n += 1\n        if n > 200:\n            break\n        continue\n"
+        "    if pid == 0:\n        try:\n            os.execv('/bin/sleep', [%r, '300'])\n"
+        "        finally:\n            os._exit(0)\n"
+    ) % mark
     res = sandbox.run_tests(sol, TESTS_ONE, timeout_s=4)
     assert res.executed  # fork failed at the process limit instead of exhausting the host
     _assert_no_leftovers(mark)
@@ -223,9 +244,11 @@ def test_python_fork_bomb_contained(sandbox):
 
 def test_c_fork_bomb_contained(sandbox):
     mark = _marker()
-    src = ('#include <unistd.h>\nint main(void){ int fails = 0; while (fails < 200) { pid_t p = fork();'
-           ' if (p < 0) { fails++; continue; } if (p == 0) { execl("/bin/sleep", "%s", "300", (char*)0);'
-           ' _exit(0); } } return 7; }\n') % mark
+    src = (
+        "#include <unistd.h>\nint main(void){ int fails = 0; while (fails < 200) { pid_t p = fork();"
+        ' if (p < 0) { fails++; continue; } if (p == 0) { execl("/bin/sleep", "%s", "300", (char*)0);'
+        " _exit(0); } } return 7; }\n"
+    ) % mark
     res = sandbox.run_binary(src, timeout_s=4)
     assert res.returncode == 7  # fork() hit the process limit
     _assert_no_leftovers(mark)
@@ -233,8 +256,10 @@ def test_c_fork_bomb_contained(sandbox):
 
 def test_python_daemon_outliving_parent_is_killed(sandbox):
     mark = _marker()
-    sol = ("import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-           "        os.execv('/bin/sleep', [%r, '300'])\n    os._exit(0)\n") % mark
+    sol = (
+        "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        os.execv('/bin/sleep', [%r, '300'])\n    os._exit(0)\n"
+    ) % mark
     res = sandbox.run_tests(sol, TESTS_ONE)
     assert res.all_passed  # the job itself finished normally
     _assert_no_leftovers(mark)
@@ -242,8 +267,10 @@ def test_python_daemon_outliving_parent_is_killed(sandbox):
 
 def test_c_daemon_outliving_parent_is_killed(sandbox):
     mark = _marker()
-    src = ('#include <unistd.h>\nint main(void){ if (fork() == 0) { setsid(); if (fork() == 0) {'
-           ' execl("/bin/sleep", "%s", "300", (char*)0); } _exit(0); } return 0; }\n') % mark
+    src = (
+        "#include <unistd.h>\nint main(void){ if (fork() == 0) { setsid(); if (fork() == 0) {"
+        ' execl("/bin/sleep", "%s", "300", (char*)0); } _exit(0); } return 0; }\n'
+    ) % mark
     res = sandbox.run_binary(src, timeout_s=5)
     assert res.ok
     _assert_no_leftovers(mark)
@@ -251,8 +278,9 @@ def test_c_daemon_outliving_parent_is_killed(sandbox):
 
 def test_python_sleep_past_limit(sandbox):
     mark = _marker()
-    sol = ("import subprocess, time\nsubprocess.Popen([%r, '300'], executable='/bin/sleep')\n"
-           "def f():\n    return 1\n") % mark
+    sol = (
+        "import subprocess, time\nsubprocess.Popen([%r, '300'], executable='/bin/sleep')\ndef f():\n    return 1\n"
+    ) % mark
     tests = "import time\ndef test_slow():\n    time.sleep(60)\n"
     res = sandbox.run_tests(sol, tests, timeout_s=1.5)
     assert res.executed and res.timed_out and res.passed == 0
@@ -273,8 +301,10 @@ def test_python_memory_bomb(sandbox):
 
 
 def test_c_memory_bomb(sandbox):
-    src = ('#include <stdlib.h>\n#include <string.h>\nint main(void){ size_t n = (size_t)8 << 30;'
-           ' char *p = malloc(n); if (!p) return 9; memset(p, 1, n); return 0; }\n')
+    src = (
+        "#include <stdlib.h>\n#include <string.h>\nint main(void){ size_t n = (size_t)8 << 30;"
+        " char *p = malloc(n); if (!p) return 9; memset(p, 1, n); return 0; }\n"
+    )
     res = sandbox.run_binary(src, timeout_s=10)
     assert res.returncode == 9  # malloc refused by the address-space limit
 

@@ -12,9 +12,14 @@ def test_job_env_and_cache_folders(paper, tmp_path):
     cfg = copy.deepcopy(paper)
     cfg["hub"] = {"cache_dir": str(tmp_path / "hf"), "offline_jobs": True}
     env = hub.job_env(cfg, {})
-    assert env == {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                   "TRANSFORMERS_OFFLINE": "1", "CODEGRPO_URL_CACHE": str(tmp_path / "hf" / "codegrpo-urls"),
-                   "CODEGRPO_URLS_OFFLINE": "1"}
+    assert env == {
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "CODEGRPO_URL_CACHE": str(tmp_path / "hf" / "codegrpo-urls"),
+        "CODEGRPO_URLS_OFFLINE": "1",
+    }
     assert hub.hub_cache(cfg, {"HF_HUB_CACHE": "/elsewhere"}) == tmp_path / "hf" / "hub"  # the config wins
     cfg["hub"] = {"cache_dir": None, "offline_jobs": False}
     # nothing configured: jobs keep the environment's HF_HOME; files by URL go under it

@@ -10,7 +10,9 @@ def test_r_ast_identity_renaming_and_failure(record):
     ref = record["solution"]
     assert a.r_ast(ref, ref) == 1.0
     renamed = ref.replace("first_str", "aa").replace("second_str", "bb").replace("result", "out")
-    renamed = renamed.replace('"""\n    Interleave the characters from two strings and return the result.\n    """\n', "")
+    renamed = renamed.replace(
+        '"""\n    Interleave the characters from two strings and return the result.\n    """\n', ""
+    )
     assert a.r_ast(renamed, ref) == 1.0  # identifiers renamed canonically, docstring dropped
     assert a.r_ast(renamed, ref, method="jaccard") == 1.0
     other = "def interleave_strings(a, b):\n    return ''.join(x + y for x, y in zip(a, b)) + a[len(b):] + b[len(a):]\n"

@@ -12,9 +12,21 @@ import pytest
 
 from codegrpo.rewards.c_syntax import c_parser, may_define_void_object
 
-VOID_OBJECTS = ["void v;", "const void c, *p;", "typedef void T; typedef T U; U w;", "#ifdef X\nint a;\n#else\nvoid b;\n#endif\n"]
-NO_VOID_OBJECT = ["extern void e;", "void *p;", "void f(void);", "int f(void) { return 0; }",
-                  "typedef void T; T *q;", "struct s { int a; }; struct s x;", ";"]
+VOID_OBJECTS = [
+    "void v;",
+    "const void c, *p;",
+    "typedef void T; typedef T U; U w;",
+    "#ifdef X\nint a;\n#else\nvoid b;\n#endif\n",
+]
+NO_VOID_OBJECT = [
+    "extern void e;",
+    "void *p;",
+    "void f(void);",
+    "int f(void) { return 0; }",
+    "typedef void T; T *q;",
+    "struct s { int a; }; struct s x;",
+    ";",
+]
 
 
 def test_void_objects_are_flagged_and_others_are_not():

@@ -32,16 +32,16 @@ _LATE_FAILURES = [
     'void func_asm(void) { __asm__("not_an_instruction"); }',
     'void func_alias(void) __attribute__((alias("no_such_symbol")));',
     'int var_a asm("same_sym"); int var_b asm("same_sym"); int *func_q(void) { var_a = 1; var_b = 2; return &var_b; }',
-    'static inline __attribute__((always_inline)) int func_ai(int); int func_use(void) { return func_ai(1); }',
+    "static inline __attribute__((always_inline)) int func_ai(int); int func_use(void) { return func_ai(1); }",
     'void func_err(void) __attribute__((error("no"))); void func_call(void) { func_err(); }',
     'int var_s __attribute__((section("sec"))) = 1; const int var_t __attribute__((section("sec"))) = 2;',
-    'void var_v;',  # file-scope objects of void type: rejected only when the tentative definition is emitted
-    'const void var_c, *var_p;',
-    'typedef void type_v; typedef type_v type_w; type_w var_w;',
+    "void var_v;",  # file-scope objects of void type: rejected only when the tentative definition is emitted
+    "const void var_c, *var_p;",
+    "typedef void type_v; typedef type_v type_w; type_w var_w;",
     '#include <stdio.h>\nint func_p(void) { return printf("x"); }',
-    'int caf\u00e9 = 1;',
+    "int caf\u00e9 = 1;",
     '#pragma GCC optimize("O2")\nint func_o(void) { return 0; }',
-    'int func_b(int x) { return __builtin_popcount(x); }',
+    "int func_b(int x) { return __builtin_popcount(x); }",
 ]
 
 
@@ -58,7 +58,7 @@ def mutate(text: str, rng: random.Random) -> str:
         idx = [i for i, c in enumerate(text) if c in ";}"]
         if idx:
             i = rng.choice(idx)
-            return text[:i] + text[i + 1:]
+            return text[:i] + text[i + 1 :]
     if kind == 3:  # truncate
         return text[: rng.randrange(len(text) + 1)]
     if kind == 4 and len(lines) > 1:  # swap two lines
@@ -77,7 +77,7 @@ def mutate(text: str, rng: random.Random) -> str:
         return text.replace("{", "{ func777(1);", 1)
     if kind == 10:  # stray token
         i = rng.randrange(len(text) + 1)
-        return text[:i] + rng.choice([" @ ", " int ", " ( ", " 0x ", " \" "]) + text[i:]
+        return text[:i] + rng.choice([" @ ", " int ", " ( ", " 0x ", ' " ']) + text[i:]
     if kind == 11:  # a file-scope object of void type (directly or through a typedef)
         return rng.choice(["void var999;\n", "typedef void type999;\ntype999 var999;\n"]) + text
     return ""  # empty answer
@@ -155,7 +155,7 @@ def test_render_source_and_encoding():
 
 def test_timeout_kills_gcc_and_scores_zero():
     # 4^10 initialisers: about 2 s of gcc on this machine, far beyond the 0.3 s limit used here
-    bomb = "#define A0 1,\n" + "".join(f"#define A{i} A{i-1} A{i-1} A{i-1} A{i-1}\n" for i in range(1, 11))
+    bomb = "#define A0 1,\n" + "".join(f"#define A{i} A{i - 1} A{i - 1} A{i - 1} A{i - 1}\n" for i in range(1, 11))
     bomb += "int v[] = { A10 };\n"
     with CompileEngine(workers=1, mode="exact", timeout=0.3) as eng:
         t0 = time.monotonic()
@@ -200,8 +200,14 @@ def test_engine_settings_precedence(tmp_path, monkeypatch):
         assert "--as" not in " ".join(eng._limits)
     # inside a training run the run's compile_reward section wins over the environment
     path = tmp_path / "settings.json"
-    path.write_text(json.dumps({"fingerprint": "x", "settings": {
-        "compile_reward": {"mode": "fast", "workers": 2, "cache_size": 7, "memory_mb": None}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "fingerprint": "x",
+                "settings": {"compile_reward": {"mode": "fast", "workers": 2, "cache_size": 7, "memory_mb": None}},
+            }
+        )
+    )
     monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
     got = engine_settings()
     assert (got["mode"], got["workers"], got["cache_size"], got["memory_mb"]) == ("fast", 2, 7, None)
@@ -212,7 +218,7 @@ def test_engine_settings_precedence(tmp_path, monkeypatch):
 
 
 def test_killed_compiles_leave_no_temporaries():
-    bomb = "#define A0 1,\n" + "".join(f"#define A{i} A{i-1} A{i-1} A{i-1} A{i-1}\n" for i in range(1, 11))
+    bomb = "#define A0 1,\n" + "".join(f"#define A{i} A{i - 1} A{i - 1} A{i - 1} A{i - 1}\n" for i in range(1, 11))
     bomb += "int v[] = { A10 };\n"
     with CompileEngine(workers=1, mode="exact", timeout=0.3, cache_size=0) as eng:
         assert eng.compile_sources([bomb, bomb + " "]) == [0.0, 0.0] and eng.stats.timeouts == 2

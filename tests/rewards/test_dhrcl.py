@@ -43,11 +43,14 @@ COMP = {"r_pass": 0.5, "r_exec": 1.0, "r_syntax": 0.8, "r_ast": 0.4, "all_passed
 A = {"a_syntax": 0.9, "a_exec": 0.6, "a_pass": 0.3}
 
 
-@pytest.mark.parametrize("stage,expect", [
-    (1, 0.5 + 0.8 + 0.9 * 1.0 + 0.9 * 0.4),
-    (2, 0.5 + 1.0 + 0.6 * 0.8 + 0.6 * 0.4),
-    (3, 0.5 + 0.4 + 0.3 * 0.8 + 0.3 * 1.0),
-])
+@pytest.mark.parametrize(
+    "stage,expect",
+    [
+        (1, 0.5 + 0.8 + 0.9 * 1.0 + 0.9 * 0.4),
+        (2, 0.5 + 1.0 + 0.6 * 0.8 + 0.6 * 0.4),
+        (3, 0.5 + 0.4 + 0.3 * 0.8 + 0.3 * 1.0),
+    ],
+)
 def test_stage_formulas(stage, expect):
     assert d.combine(COMP, A, stage, d.DHRCLRewardConfig()) == pytest.approx(expect)
 
@@ -61,7 +64,8 @@ def test_variants_and_baselines():
     assert d.combine(COMP, A, 1, cfg(variant="pass_rate")) == 0.5
     w = {"pass": 1.0, "exec": 0.5, "syntax": 0.25, "ast": 0.25}
     assert d.combine(COMP, A, 1, cfg(variant="static_dense", static_weights=w)) == pytest.approx(
-        0.5 + 0.5 + 0.25 * 0.8 + 0.25 * 0.4)
+        0.5 + 0.5 + 0.25 * 0.8 + 0.25 * 0.4
+    )
     assert d.current_stage(cfg(variant="no_curriculum", stage=1)) == 3
     with pytest.raises(ValueError, match="unknown DHRCL variant"):
         d.DHRCLRewardConfig.from_kwargs({"variant": "nope"})
@@ -101,7 +105,8 @@ def test_batch_scores_real_record(record, sandbox):
     a = d.batch_means([{k: o[k] for k in ("r_syntax", "r_exec", "r_pass")} for o in out])
     for o in out:  # batch means over the whole batch, the same on every sample
         assert (o["a_syntax"], o["a_exec"], o["a_pass"], o["stage"]) == pytest.approx(
-            (a["a_syntax"], a["a_exec"], a["a_pass"], 2.0))
+            (a["a_syntax"], a["a_exec"], a["a_pass"], 2.0)
+        )
         assert o["score"] == pytest.approx(d.combine(o, a, 2, d.DHRCLRewardConfig()))
     assert a["a_exec"] == 0.5
 
@@ -118,8 +123,9 @@ def test_registered_under_kodcode(record, sandbox, monkeypatch):
 def test_empty_completion_is_not_a_program(record, sandbox):
     ref, tests = record["solution"], record["test_code"]
     extra = {"reference_solution": ref, "test_code": tests}
-    out = d.score_batch(["", "# just a comment\n", "```python\n\n```"], [tests] * 3, [extra] * 3, sandbox=sandbox,
-                        stage=2)
+    out = d.score_batch(
+        ["", "# just a comment\n", "```python\n\n```"], [tests] * 3, [extra] * 3, sandbox=sandbox, stage=2
+    )
     for o in out:
         assert (o["r_exec"], o["r_pass"], o["r_syntax"], o["r_ast"], o["score"]) == (0, 0, 0, 0, 0)
 
@@ -135,8 +141,10 @@ def test_hack_detected_scores_zero(record, sandbox):
     from codegrpo.sandbox import HACK_GUARDS
 
     ref, tests = record["solution"], record["test_code"]
-    forger = ("import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'{\"test\": [\"x\", true]}\\n')\n"
-              "    except OSError:\n        pass\n" + ref)
+    forger = (
+        'import os\nfor fd in range(64):\n    try:\n        os.write(fd, b\'{"test": ["x", true]}\\n\')\n'
+        "    except OSError:\n        pass\n" + ref
+    )
     extra = {"reference_solution": ref, "test_code": tests}
     out = d.score_batch([ref, forger], [tests] * 2, [extra] * 2, sandbox=sandbox, stage=1)
     good, hacked = out

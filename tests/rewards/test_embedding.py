@@ -22,10 +22,17 @@ from codegrpo.services import embedding_service, free_port
 # ---------------------------------------------------------------------------------------------- settings (no server)
 def test_settings_reference_env_and_precedence(monkeypatch):
     s = E.settings_from_env(environ={})
-    assert (s.backend, s.variant, s.model, s.api_base) == ("openai", "qwen3", "Qwen3-Embedding-0.6B",
-                                                          "http://127.0.0.1:8000/v1")
-    env = {"GTE_EMBEDDING_MODEL_PATH": "gte-x", "GTE_EMBEDDING_API_BASE": "http://127.0.0.1:9/v1",
-           "QWEN3_EMBEDDING_MODEL_PATH": "q"}
+    assert (s.backend, s.variant, s.model, s.api_base) == (
+        "openai",
+        "qwen3",
+        "Qwen3-Embedding-0.6B",
+        "http://127.0.0.1:8000/v1",
+    )
+    env = {
+        "GTE_EMBEDDING_MODEL_PATH": "gte-x",
+        "GTE_EMBEDDING_API_BASE": "http://127.0.0.1:9/v1",
+        "QWEN3_EMBEDDING_MODEL_PATH": "q",
+    }
     s = E.settings_from_env({"variant": "gte"}, environ=env)
     assert (s.model, s.api_base) == ("gte-x", "http://127.0.0.1:9/v1")
     env["CODEGRPO_EMBEDDING_MODEL"] = "override"
@@ -48,7 +55,9 @@ def test_settings_reference_env_and_precedence(monkeypatch):
     with pytest.raises(E.EmbeddingError, match="unknown embedding setting"):
         E.settings_from_env({"colour": "red"}, environ={})
     assert E.env_from_config({"backend": "local", "chunk_size": 64, "model": ""}) == {
-        "CODEGRPO_EMBEDDING_BACKEND": "local", "CODEGRPO_EMBEDDING_CHUNK_SIZE": "64"}
+        "CODEGRPO_EMBEDDING_BACKEND": "local",
+        "CODEGRPO_EMBEDDING_CHUNK_SIZE": "64",
+    }
 
 
 def test_pinned_sha256_is_checked(tmp_path):
@@ -65,8 +74,7 @@ def test_pinned_sha256_is_checked(tmp_path):
 
 def test_unreachable_service_fails_fast_naming_url_and_model():
     port = free_port()
-    s = E.EmbeddingSettings(api_base=f"http://127.0.0.1:{port}/v1", model="m-x", health_timeout_s=1.0,
-                            backoff_s=0.1)
+    s = E.EmbeddingSettings(api_base=f"http://127.0.0.1:{port}/v1", model="m-x", health_timeout_s=1.0, backoff_s=0.1)
     t0 = time.monotonic()
     with pytest.raises(E.EmbeddingServiceError) as ei:
         E.make_embedder(s)
@@ -83,8 +91,9 @@ def server(tmp_path_factory):
 
 
 def _settings(server, **kw):
-    return E.EmbeddingSettings(api_base=server.env["CODEGRPO_EMBEDDING_API_BASE"], model=E.MINILM_NAME,
-                               backoff_s=0.05, **kw)
+    return E.EmbeddingSettings(
+        api_base=server.env["CODEGRPO_EMBEDDING_API_BASE"], model=E.MINILM_NAME, backoff_s=0.05, **kw
+    )
 
 
 @pytest.mark.slow
@@ -97,8 +106,9 @@ def test_server_endpoints(server):
         assert [m["id"] for m in json.load(r)["data"]] == [E.MINILM_NAME]
 
     def post(body):
-        req = urllib.request.Request(base + "/embeddings", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            base + "/embeddings", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req) as r:
                 return r.status, json.load(r)
@@ -155,8 +165,9 @@ class _FlakyProxy:
                 pass
 
             def _forward(self, data=None):
-                req = urllib.request.Request(proxy.target + self.path, data=data,
-                                             headers={"Content-Type": "application/json"})
+                req = urllib.request.Request(
+                    proxy.target + self.path, data=data, headers={"Content-Type": "application/json"}
+                )
                 with urllib.request.urlopen(req) as r:
                     body = r.read()
                 self.send_response(200)
@@ -196,8 +207,9 @@ def test_transient_errors_are_retried_then_a_clear_error(server):
     root = server.env["CODEGRPO_EMBEDDING_API_BASE"][: -len("/v1")]
     proxy = _FlakyProxy(root, fail=2)
     try:
-        emb = E.make_embedder(E.EmbeddingSettings(api_base=proxy.url + "/v1", model=E.MINILM_NAME,
-                                                  backoff_s=0.05, max_retries=3))
+        emb = E.make_embedder(
+            E.EmbeddingSettings(api_base=proxy.url + "/v1", model=E.MINILM_NAME, backoff_s=0.05, max_retries=3)
+        )
         assert len(emb.embed(["var: a", "var: b"])) == 2
         assert proxy.posts == 3 and emb.requests == 3
         proxy.posts, proxy.fail = 0, 10**6  # now it stays down
@@ -230,8 +242,9 @@ def test_identifier_reward_through_the_registry(server, monkeypatch, data_dir):
         va, vb = fresh.backend.embed([a, b])
         assert out[3]["score"] == pytest.approx(sk2d.cosine(va, vb) ** 2, abs=1e-5)
         # a batch from a reward_kwargs override picks another embedder (local backend)
-        out2 = compute_score_batch(["sk2decompile_identifier"], [gts[3]], [gts[0]], [None],
-                                   embedding={"backend": "local"})
+        out2 = compute_score_batch(
+            ["sk2decompile_identifier"], [gts[3]], [gts[0]], [None], embedding={"backend": "local"}
+        )
         assert out2[0]["score"] == pytest.approx(out[3]["score"], abs=1e-5)
     finally:
         E.reset_embedders()
@@ -288,11 +301,18 @@ class _RecordingEmbeddings(http.server.BaseHTTPRequestHandler):
         # a deterministic vector per text (bytes of its sha256, shifted off zero)
         import hashlib
 
-        data = [{"object": "embedding", "index": i,
-                 "embedding": [b / 255.0 + 0.01 for b in hashlib.sha256(t.encode()).digest()[:16]]}
-                for i, t in enumerate(texts)]
-        self._send(200, {"object": "list", "data": data, "model": self.served,
-                         "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": [b / 255.0 + 0.01 for b in hashlib.sha256(t.encode()).digest()[:16]],
+            }
+            for i, t in enumerate(texts)
+        ]
+        self._send(
+            200,
+            {"object": "list", "data": data, "model": self.served, "usage": {"prompt_tokens": 0, "total_tokens": 0}},
+        )
 
 
 def test_identifier_metric_uses_the_configured_model(repo_root, tmp_path, monkeypatch):
@@ -319,8 +339,7 @@ def test_identifier_metric_uses_the_configured_model(repo_root, tmp_path, monkey
     threading.Thread(target=server.serve_forever, daemon=True).start()
     E.reset_embedders()
     try:
-        section = {**paper, "serve": False, "api_base": f"http://127.0.0.1:{server.server_port}/v1",
-                   "backoff_s": 0.05}
+        section = {**paper, "serve": False, "api_base": f"http://127.0.0.1:{server.server_port}/v1", "backoff_s": 0.05}
         out = tmp_path / "eval" / "bringupbench" / "identifier.json"
         res = d.run_bringupbench_identifier(repo_root / BRINGUP, out, limit=3, embedding=section)
         assert _RecordingEmbeddings.seen and set(_RecordingEmbeddings.seen) == {"Qwen3-Embedding-0.6B"}
@@ -331,8 +350,9 @@ def test_identifier_metric_uses_the_configured_model(repo_root, tmp_path, monkey
         # a model the endpoint does not serve is refused, never scored
         E.reset_embedders()
         with pytest.raises(E.EmbeddingServiceError, match="does not serve the model"):
-            d.run_bringupbench_identifier(repo_root / BRINGUP, tmp_path / "x.json", limit=1,
-                                          embedding={**section, "model": "all-MiniLM-L6-v2"})
+            d.run_bringupbench_identifier(
+                repo_root / BRINGUP, tmp_path / "x.json", limit=1, embedding={**section, "model": "all-MiniLM-L6-v2"}
+            )
         assert not (tmp_path / "x.json").exists()
     finally:
         E.reset_embedders()
@@ -353,8 +373,9 @@ def test_identifier_metric_serves_the_configured_model(repo_root, tmp_path, monk
     section = {**paper, "server_command": "", "server_port": 0, "server_ready_timeout_s": 300}
     E.reset_embedders()
     try:
-        res = d.run_bringupbench_identifier(repo_root / BRINGUP, tmp_path / "id.json", limit=2, embedding=section,
-                                            embedding_log=tmp_path / "server.log")
+        res = d.run_bringupbench_identifier(
+            repo_root / BRINGUP, tmp_path / "id.json", limit=2, embedding=section, embedding_log=tmp_path / "server.log"
+        )
     finally:
         E.reset_embedders()
     assert res["embedding"]["served"] and res["embedding"]["model"] == "Qwen3-Embedding-0.6B"
@@ -377,9 +398,19 @@ def test_identifier_reward_reads_the_run_settings(data_dir, tmp_path, monkeypatc
     monkeypatch.setenv("CODEGRPO_EMBEDDING_MODEL", "not-this-one")
     path = tmp_path / "settings.json"
     api_base = f"http://127.0.0.1:{server.server_port}/v1"
-    path.write_text(json.dumps({"fingerprint": "x", "settings": {
-        "embedding": {"backend": "local", "model": "", "api_base": "", "chunk_size": 2, "backoff_s": 0.05}},
-        "served": {"embedding": {"backend": "openai", "api_base": api_base, "model": _RecordingEmbeddings.served}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "fingerprint": "x",
+                "settings": {
+                    "embedding": {"backend": "local", "model": "", "api_base": "", "chunk_size": 2, "backoff_s": 0.05}
+                },
+                "served": {
+                    "embedding": {"backend": "openai", "api_base": api_base, "model": _RecordingEmbeddings.served}
+                },
+            }
+        )
+    )
     monkeypatch.setenv(runsettings.SETTINGS_ENV, str(path))
     E.reset_embedders()
     try:
@@ -389,7 +420,10 @@ def test_identifier_reward_reads_the_run_settings(data_dir, tmp_path, monkeypatc
         assert all(r["score"] == pytest.approx(1.0, abs=1e-6) for r in out)
         emb = E.get_embedder()
         assert (emb.settings.api_base, emb.settings.model, emb.settings.chunk_size) == (
-            api_base, _RecordingEmbeddings.served, 2)
+            api_base,
+            _RecordingEmbeddings.served,
+            2,
+        )
         assert _RecordingEmbeddings.seen and set(_RecordingEmbeddings.seen) == {_RecordingEmbeddings.served}
         # explicit argument > run settings
         assert E.settings_from_env({"chunk_size": 5}).chunk_size == 5

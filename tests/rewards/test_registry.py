@@ -26,14 +26,23 @@ def temp_sources():
         R.unregister(name)
 
 
-REWARD_MODULES = ("codegrpo.rewards.sk2d", "codegrpo.rewards.dhrcl", "codegrpo.rewards.toy",
-                  "codegrpo.rewards.compile", "codegrpo.rewards.embedding")
+REWARD_MODULES = (
+    "codegrpo.rewards.sk2d",
+    "codegrpo.rewards.dhrcl",
+    "codegrpo.rewards.toy",
+    "codegrpo.rewards.compile",
+    "codegrpo.rewards.embedding",
+)
 
 
 def _loaded_after(code: str) -> dict:
     """Run ``code`` in a fresh interpreter; which reward modules (and torch/verl) are imported afterwards."""
-    probe = (code + "\nimport json, sys\nprint(json.dumps({m: m in sys.modules for m in "
-             + repr(REWARD_MODULES + ("torch", "verl")) + "}))")
+    probe = (
+        code
+        + "\nimport json, sys\nprint(json.dumps({m: m in sys.modules for m in "
+        + repr(REWARD_MODULES + ("torch", "verl"))
+        + "}))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -46,8 +55,10 @@ def test_importing_the_table_imports_no_reward_module():
 def test_first_call_imports_only_the_reward_it_needs():
     loaded = _loaded_after("import codegrpo.rewards as r; r.compute_score('toy_target_chars', '12ab', '')")
     assert {m for m, v in loaded.items() if v} == {"codegrpo.rewards.toy"}
-    loaded = _loaded_after("import codegrpo.rewards as r; "
-                           "r.compute_score_batch(['sk2decompile_structure_sim'], ['int x;'], ['int x;'], [{}])")
+    loaded = _loaded_after(
+        "import codegrpo.rewards as r; "
+        "r.compute_score_batch(['sk2decompile_structure_sim'], ['int x;'], ['int x;'], [{}])"
+    )
     assert loaded["codegrpo.rewards.sk2d"] and loaded["codegrpo.rewards.compile"]
     assert not loaded["codegrpo.rewards.dhrcl"] and not loaded["codegrpo.rewards.toy"]
     assert not loaded["torch"] and not loaded["verl"]
@@ -68,8 +79,14 @@ def test_every_table_entry_names_real_functions():
 def test_builtin_keys_registered():
     keys = R.registered()
     assert set(keys) == set(R.REWARD_TABLE)
-    for k in ("sk2decompile_structure", "sk2decompile_structure_sim", "sk2decompile_identifier", "llm4decompile_exe",
-              "kodcode", "toy_target_chars"):
+    for k in (
+        "sk2decompile_structure",
+        "sk2decompile_structure_sim",
+        "sk2decompile_identifier",
+        "llm4decompile_exe",
+        "kodcode",
+        "toy_target_chars",
+    ):
         assert k in keys
     assert R.get_scorer("llm4decompile_exe") is R.get_scorer("sk2decompile_structure")
 
@@ -153,8 +170,15 @@ def test_bad_results_are_clear_errors(temp_sources):
 
 
 def test_forward_env_selects_secrets_not_settings():
-    env = {"CODEGRPO_EMBEDDING_API_BASE": "u", "CODEGRPO_COMPILE_MODE": "exact", "QWEN3_EMBEDDING_API_KEY": "k",
-           "OPENAI_API_KEY": "o", "PATH": "/bin", "HOME": "/root", "MY_KEY": "m"}
+    env = {
+        "CODEGRPO_EMBEDDING_API_BASE": "u",
+        "CODEGRPO_COMPILE_MODE": "exact",
+        "QWEN3_EMBEDDING_API_KEY": "k",
+        "OPENAI_API_KEY": "o",
+        "PATH": "/bin",
+        "HOME": "/root",
+        "MY_KEY": "m",
+    }
     assert set(R.forward_env(env)) == {"QWEN3_EMBEDDING_API_KEY", "OPENAI_API_KEY"}
     assert set(R.forward_env(env, names=("MY_KEY",))) == {"QWEN3_EMBEDDING_API_KEY", "OPENAI_API_KEY", "MY_KEY"}
 
@@ -163,10 +187,12 @@ def test_data_source_map_scores_with_another_reward():
     """skeleton_rl.structure_reward: sim_exe routes the structure data source to sim_exe (token_jaccard)."""
     sol = "int func0(int var1) { return var1; }"
     plain = R.compute_score("sk2decompile_structure", sol, sol, {})
-    sim = R.compute_score("sk2decompile_structure", sol, sol, {},
-                          data_source_map={"sk2decompile_structure": "sk2decompile_structure_sim"})
-    batch = R.compute_score_batch(["llm4decompile_exe"], [sol], [sol], [{}],
-                                  data_source_map={"llm4decompile_exe": "sk2decompile_structure_sim"})
+    sim = R.compute_score(
+        "sk2decompile_structure", sol, sol, {}, data_source_map={"sk2decompile_structure": "sk2decompile_structure_sim"}
+    )
+    batch = R.compute_score_batch(
+        ["llm4decompile_exe"], [sol], [sol], [{}], data_source_map={"llm4decompile_exe": "sk2decompile_structure_sim"}
+    )
     assert "type_jaccard" in plain and "token_jaccard" not in plain
     assert "token_jaccard" in sim and "type_jaccard" not in sim
     assert set(batch[0]) == set(sim)

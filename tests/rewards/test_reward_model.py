@@ -17,8 +17,13 @@ from codegrpo.models import build_tiny_reward_model
 from codegrpo.rewards import reward_model as rm
 
 from tests.conftest import REPO_ROOT as REPO
-CORPUS = ["def add(a, b):\n    return a + b\n", "Write a function add(a, b) returning the sum.",
-          "def first(xs):\n    return xs[0]\n", "Return the first element of a list."] * 10
+
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "Write a function add(a, b) returning the sum.",
+    "def first(xs):\n    return xs[0]\n",
+    "Return the first element of a list.",
+] * 10
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +50,11 @@ def _manual_score(path: Path, ids: list[int]) -> float:
 
 def test_scorer_follows_acecoders_convention(tiny_rm):
     scorer = rm.RewardModelScorer(tiny_rm, batch_size=3)
-    pairs = [("Write add.", "def add(a, b):\n    return a + b"), ("Write add.", "x"),
-             ("Return the first element of a list, please.", "def first(xs):\n    return xs[0]")]
+    pairs = [
+        ("Write add.", "def add(a, b):\n    return a + b"),
+        ("Write add.", "x"),
+        ("Return the first element of a list, please.", "def first(xs):\n    return xs[0]"),
+    ]
     batched = scorer.score(pairs)
     # right padding in a batch of different lengths: each score is the one of its chat alone
     assert batched == pytest.approx([scorer.score([p])[0] for p in pairs], abs=1e-5)
@@ -84,25 +92,45 @@ def test_served_scores_reach_the_reward(tiny_rm, tmp_path, monkeypatch):
     monkeypatch.delenv("CODEGRPO_RUN_SETTINGS", raising=False)
     tests = "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"
     good, bad = "```python\ndef add(a, b):\n    return a + b\n```", "```python\ndef add(a, b):\n    return a - b\n```"
-    info = {"test_code": tests, "reference_solution": "def add(a, b):\n    return a + b\n",
-            "question": "Write add(a, b)."}
+    info = {
+        "test_code": tests,
+        "reference_solution": "def add(a, b):\n    return a + b\n",
+        "question": "Write add(a, b).",
+    }
     with reward_model_service(section, log_path=tmp_path / "rm.log") as svc:
         client = rm.RewardModelClient(svc.endpoint["api_base"], "tiny-rm")
         direct = client.score([("Write add(a, b).", "def add(a, b):\n    return a + b")])
-        out = compute_score_batch(["kodcode"] * 2, [good, bad], [tests] * 2, [info, info],
-                                  variant="reward_model", rm_api_base=svc.endpoint["api_base"], rm_model="tiny-rm")
+        out = compute_score_batch(
+            ["kodcode"] * 2,
+            [good, bad],
+            [tests] * 2,
+            [info, info],
+            variant="reward_model",
+            rm_api_base=svc.endpoint["api_base"],
+            rm_model="tiny-rm",
+        )
         with pytest.raises(rm.RewardModelError, match="not served here"):
             rm.RewardModelClient(svc.endpoint["api_base"], "other").score([("q", "r")])
-    local = rm.RewardModelScorer(tiny_rm).score([("Write add(a, b).", "def add(a, b):\n    return a + b"),
-                                                 ("Write add(a, b).", "def add(a, b):\n    return a - b")])
+    local = rm.RewardModelScorer(tiny_rm).score(
+        [
+            ("Write add(a, b).", "def add(a, b):\n    return a + b"),
+            ("Write add(a, b).", "def add(a, b):\n    return a - b"),
+        ]
+    )
     assert direct[0] == pytest.approx(local[0], abs=1e-5)
     assert [o["score"] for o in out] == pytest.approx(local, abs=1e-5)  # the program, not the fenced text
     assert [o["rm_score"] for o in out] == [o["score"] for o in out]
     assert [o["r_pass"] for o in out] == [1.0, 0.0]  # the tests still run: logged, not rewarded
     assert all(tuple(o) == RESULT_KEYS for o in out)
     with pytest.raises(ValueError, match=r"extra_info\['question'\]"):
-        compute_score_batch(["kodcode"], [good], [tests], [{**info, "question": None}], variant="reward_model",
-                            rm_api_base="http://127.0.0.1:9/v1")
+        compute_score_batch(
+            ["kodcode"],
+            [good],
+            [tests],
+            [{**info, "question": None}],
+            variant="reward_model",
+            rm_api_base="http://127.0.0.1:9/v1",
+        )
 
 
 def test_variant_needs_a_configured_checkpoint(tmp_path):
@@ -136,14 +164,23 @@ def test_tiny_reward_model_comes_from_the_workflow(tmp_path, snakemake_bin):
         vd.dhrcl_settings(cfg, "baseline_acecoder", tmp_path)
     s = vd.dhrcl_settings(vd.with_reward_model(cfg, tmp_path / "rm"), "baseline_acecoder", tmp_path)
     assert s["reward_model"]["model"] == str((tmp_path / "rm").resolve())
-    overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs"),
-               "dhrcl": {"runs": ["baseline_acecoder", "full"], "reward_model": {"model": "tiny"}}}
+    overlay = {
+        "results_dir": str(tmp_path / "results"),
+        "logs_dir": str(tmp_path / "logs"),
+        "dhrcl": {"runs": ["baseline_acecoder", "full"], "reward_model": {"model": "tiny"}},
+    }
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
-    out = subprocess.run([snakemake_bin, "-n", "dhrcl", "--configfile", str(tmp_path / "overlay.yaml"), "--quiet",
-                          "rules"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [snakemake_bin, "-n", "dhrcl", "--configfile", str(tmp_path / "overlay.yaml"), "--quiet", "rules"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    counts = {p[0]: int(p[1]) for p in (line.split() for line in out.stdout.splitlines())
-              if len(p) == 2 and p[1].isdigit()}
+    counts = {
+        p[0]: int(p[1]) for p in (line.split() for line in out.stdout.splitlines()) if len(p) == 2 and p[1].isdigit()
+    }
     assert counts.get("tiny_reward_model") == 1 and counts.get("dhrcl_train") == 2
 
 
@@ -161,14 +198,20 @@ def test_paper_config_plans_the_acecoder_baseline():
 def test_reward_reads_the_runs_endpoint(tmp_path, monkeypatch):
     """In verl's reward process the client comes from the run's settings.json: served.reward_model (written by
     run_services) and settings.extra.reward_model; a dead server is an error naming it, never a score."""
-    doc = {"fingerprint": "x", "settings": {"extra": {"reward_model": {"model": "m", "timeout_s": 5,
-                                                                          "max_retries": 0, "request_batch": 3}}},
-           "served": {"reward_model": {"api_base": "http://127.0.0.1:9/v1", "model": "served-m"}}}
+    doc = {
+        "fingerprint": "x",
+        "settings": {"extra": {"reward_model": {"model": "m", "timeout_s": 5, "max_retries": 0, "request_batch": 3}}},
+        "served": {"reward_model": {"api_base": "http://127.0.0.1:9/v1", "model": "served-m"}},
+    }
     (tmp_path / "settings.json").write_text(json.dumps(doc))
     monkeypatch.setenv("CODEGRPO_RUN_SETTINGS", str(tmp_path / "settings.json"))
     client = rm.client_from_run()
-    assert (client.api_base, client.model, client.max_retries, client.batch_size) == \
-        ("http://127.0.0.1:9/v1", "served-m", 0, 3)
+    assert (client.api_base, client.model, client.max_retries, client.batch_size) == (
+        "http://127.0.0.1:9/v1",
+        "served-m",
+        0,
+        3,
+    )
     with pytest.raises(rm.RewardModelError, match=r"http://127.0.0.1:9/v1.*failed 1 times"):
         client.score([("q", "r")])
     doc["served"] = {}
@@ -185,16 +228,25 @@ def test_reward_model_runs_get_their_training_overrides(tmp_path):
     cfg = load_config(REPO / "config" / "paper.yaml")
 
     def launch(variant):
-        la = vd.dhrcl_launch(cfg, variant, train_files=str(tmp_path / "t.parquet"),
-                             val_files=str(tmp_path / "v.parquet"), init_model="Qwen/Qwen3-8B",
-                             run_dir=tmp_path / variant, seed=0, model="Qwen3-8B")
+        la = vd.dhrcl_launch(
+            cfg,
+            variant,
+            train_files=str(tmp_path / "t.parquet"),
+            val_files=str(tmp_path / "v.parquet"),
+            init_model="Qwen/Qwen3-8B",
+            run_dir=tmp_path / variant,
+            seed=0,
+            model="Qwen3-8B",
+        )
         return la.validate()
 
     ace, full = launch("baseline_acecoder"), launch("full")
     assert ace.actor_rollout_ref.rollout.gpu_memory_utilization == 0.4
     assert ace.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 4
     assert full.actor_rollout_ref.rollout.gpu_memory_utilization == 0.6
-    assert "reward_kwargs" not in ace.custom_reward_function or "variant" not in ace.custom_reward_function.reward_kwargs
+    assert (
+        "reward_kwargs" not in ace.custom_reward_function or "variant" not in ace.custom_reward_function.reward_kwargs
+    )
     settings = json.loads((tmp_path / "baseline_acecoder" / "settings.json").read_text())["settings"]
     assert settings["extra"]["scorer"]["variant"] == "reward_model"
     assert settings["extra"]["reward_model"]["model"] == "TIGER-Lab/AceCodeRM-7B"
@@ -219,16 +271,40 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
     max_prompt = learning.prompt_tokens(tmp_path / "tiny", [p["prompt"] for p in problems]) + 8
     run_cfg = learning.curriculum_config(cfg, max_prompt)
     d = run_cfg["dhrcl"]
-    d["training"].update(total_training_steps=2, total_epochs=2, save_freq=2, n=2, max_response_length=24,
-                         train_batch_size=2, ppo_mini_batch_size=2, ppo_micro_batch_size_per_gpu=2,
-                         ref_log_prob_micro_batch_size_per_gpu=2, rollout_log_prob_micro_batch_size_per_gpu=2)
+    d["training"].update(
+        total_training_steps=2,
+        total_epochs=2,
+        save_freq=2,
+        n=2,
+        max_response_length=24,
+        train_batch_size=2,
+        ppo_mini_batch_size=2,
+        ppo_micro_batch_size_per_gpu=2,
+        ref_log_prob_micro_batch_size_per_gpu=2,
+        rollout_log_prob_micro_batch_size_per_gpu=2,
+    )
     d["reward_model"] = {"model": str(tiny_rm), "batch_size": 4}
     run_dir = tmp_path / "runs" / "dhrcl-baseline_acecoder-seed0"
     with shared_ray.joined():
-        done = run_dhrcl(run_cfg, "baseline_acecoder", train_files=data["rl_train"], val_files=data["rl_val"],
-                         init_model=str(tmp_path / "tiny"), run_dir=run_dir, seed=0)
-    for name in ("config.json", "settings.json", "curriculum.json", "train.log", "metrics.jsonl", "done.json",
-                 "hf/config.json", "reward_model_server.log"):
+        done = run_dhrcl(
+            run_cfg,
+            "baseline_acecoder",
+            train_files=data["rl_train"],
+            val_files=data["rl_val"],
+            init_model=str(tmp_path / "tiny"),
+            run_dir=run_dir,
+            seed=0,
+        )
+    for name in (
+        "config.json",
+        "settings.json",
+        "curriculum.json",
+        "train.log",
+        "metrics.jsonl",
+        "done.json",
+        "hf/config.json",
+        "reward_model_server.log",
+    ):
         assert (run_dir / name).is_file(), name
     assert done["variant"] == "baseline_acecoder" and done["transitions"] == []
     settings = json.loads((run_dir / "settings.json").read_text())

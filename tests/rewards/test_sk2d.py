@@ -47,8 +47,9 @@ def test_missing_compiler_stops_the_reward_instead_of_scoring_zero(tmp_path):
         "        print('refused', exc)\n"
     )
     env = dict(os.environ, CODEGRPO_GCC=str(tmp_path / "no-such-gcc"))
-    out = subprocess.run([sys.executable, "-c", code, str(scratch)], env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(scratch)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 2 and all(line.startswith("refused") and "no-such-gcc" in line for line in lines), lines
@@ -88,11 +89,24 @@ def test_structure_keys_route_to_the_same_reward(rows):
 
 # ---------------------------------------------------------------------------------------------- placeholder regexes
 def test_placeholder_terms_are_prefix_words():
-    text = "typedef int type; struct types t; int variable, various; // func7 in a comment\n fieldName Var1 my_var1 " \
-           "xfunc1 __func__ var3\u00e9 \"func_in_string\" function_1 funcs"
+    text = (
+        "typedef int type; struct types t; int variable, various; // func7 in a comment\n fieldName Var1 my_var1 "
+        'xfunc1 __func__ var3\u00e9 "func_in_string" function_1 funcs'
+    )
     terms = sk2d.placeholder_terms(text)
-    assert terms == {"typedef", "type", "types", "variable", "various", "func7", "fieldName", "var3\u00e9",
-                     "func_in_string", "function_1", "funcs"}
+    assert terms == {
+        "typedef",
+        "type",
+        "types",
+        "variable",
+        "various",
+        "func7",
+        "fieldName",
+        "var3\u00e9",
+        "func_in_string",
+        "function_1",
+        "funcs",
+    }
     assert sk2d.type_jaccard("", "") == 0.0
     assert sk2d.type_jaccard("var1 var2", "var2 var3") == pytest.approx(1 / 3)
 
@@ -104,8 +118,11 @@ HEADER = "typedef int type1;\n"
 @needs_gcc12
 @pytest.mark.parametrize("reference", [True, False], ids=["reference", "engine"])
 def test_header_rules(reference):
-    score = (lambda s, g, e: sk2d.exe_type(s, g, e)) if reference else (
-        lambda s, g, e: compute_score("sk2decompile_structure", s, g, e))
+    score = (
+        (lambda s, g, e: sk2d.exe_type(s, g, e))
+        if reference
+        else (lambda s, g, e: compute_score("sk2decompile_structure", s, g, e))
+    )
     sol = "type1 func1(type1 var1) { return var1; }"
     assert score(sol, sol, {"header": HEADER})["score"] == 2.0
     # no header needed → extra_info None / {} / missing key all mean header ''
@@ -146,7 +163,10 @@ def test_sim_exe_threshold_is_strict():
     assert half == {"score": 0.0, "compile": 1.0, "token_jaccard": 0.5}
     assert compute_score("sk2decompile_structure_sim", "int ; var1 ;", gt, None)["score"] == pytest.approx(1.75)
     assert compute_score("sk2decompile_structure_sim", gt, gt, None) == {
-        "score": 2.0, "compile": 1.0, "token_jaccard": 1.0}
+        "score": 2.0,
+        "compile": 1.0,
+        "token_jaccard": 1.0,
+    }
     # tokens are lower-cased (J = 1) but C is not: "INT" does not compile → J + 0
     out = compute_score("sk2decompile_structure_sim", "INT var1 ; int var2 ;", gt, None)
     assert out == {"score": 1.0, "compile": 0.0, "token_jaccard": 1.0}
@@ -157,14 +177,16 @@ def test_sim_exe_threshold_is_strict():
 def test_identifier_summary_pins(rows):
     row = next(r for r in rows if r["extra_info"]["index"] == 5723)
     assert sk2d.identifier_summary(row["reward_model"]["ground_truth"]) == (
-        "func: putchar putchar printLine || var: var1 var3 var2 var3 var3 var3 var2 var1")
+        "func: putchar putchar printLine || var: var1 var3 var2 var3 var3 var3 var2 var1"
+    )
     assert sk2d.identifier_summary("int x = ;") == "var:  x"  # MISSING identifier: empty name
     assert sk2d.identifier_summary("") == ""
     assert sk2d.identifier_summary("42;") == ""
     code = "typedef struct type1 { int field1; } type2;\nint func1(type2 *var1) { return var1->field1 + g(var1); }"
     # siblings right to left, pre-order; kinds in the fixed order func, type, field, var
     assert sk2d.identifier_summary(code) == (
-        "func: g func1 || type: type2 type2 type1 || field: field1 field1 || var: var1 var1 var1")
+        "func: g func1 || type: type2 type2 type1 || field: field1 field1 || var: var1 var1 var1"
+    )
 
 
 def test_identifier_cap_keeps_the_last_64_per_kind():
@@ -221,7 +243,7 @@ def test_identifier_reward_local_backend(local_backend, rows):
 def test_identifier_reward_no_identifiers_makes_no_request(local_backend):
     backend = _Counting(local_backend)
     emb = Embedder(backend, EmbeddingSettings(backend="local"))
-    out = sk2d.identifier_batch(["42;", "int x;"], ["int y;", "\"just a string\";"], [None, None], embedder=emb)
+    out = sk2d.identifier_batch(["42;", "int x;"], ["int y;", '"just a string";'], [None, None], embedder=emb)
     assert out == [{"score": 0.0, "cosine": 0.0, "embedded": 0.0}] * 2
     assert backend.requests == 0
 

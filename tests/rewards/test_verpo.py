@@ -54,7 +54,7 @@ def test_scott_bandwidth_and_its_floor():
     cfg = vp.VerpoConfig(kde_bandwidth="scott", kde_min_bandwidth=0.05).validate()
     assert vp.bandwidth([0.5, 0.5, 0.5], cfg) == 0.05  # std 0: the floor
     rho = [0.0, 0.5, 1.0]
-    assert vp.bandwidth(rho, cfg) == pytest.approx(1.06 * 0.5 * 3 ** -0.2)
+    assert vp.bandwidth(rho, cfg) == pytest.approx(1.06 * 0.5 * 3**-0.2)
     with pytest.raises(ValueError, match="kde_bandwidth"):
         vp.VerpoConfig(kde_bandwidth="silverman").validate()
     with pytest.raises(ValueError, match="> 0"):
@@ -110,7 +110,9 @@ def test_advantage_is_traj_plus_beta_turn_without_std_normalisation():
     # by hand for g1 (nobody passes all tests): A_traj = 0, A = beta * (d - mean d)
     d1 = [vp.group_rewards(_outs(groups["g1"]), [0.0] * 4, cfg)[i]["r_dense"] for i in range(4)]
     assert expected[4:] == pytest.approx([0.5 * (x - sum(d1) / 4) for x in d1])
-    normed, _ = compute_grpo_outcome_advantage(rewards, mask, np.array(uids, dtype=object), norm_adv_by_std_in_grpo=True)
+    normed, _ = compute_grpo_outcome_advantage(
+        rewards, mask, np.array(uids, dtype=object), norm_adv_by_std_in_grpo=True
+    )
     assert normed[:, 0].tolist() != pytest.approx(expected, abs=1e-3)
 
 
@@ -134,15 +136,26 @@ def test_score_batch_groups_by_prompt_with_real_per_test_outcomes(record, data_d
     extras = [extra0, extra0, extra0, extra1, extra1]
     with Sandbox(SandboxLimits(wall_s=30, cpu_s=30), workers=2) as sb:
         res = sb.run_tests(extract_code(partial), tests)
-        out = d.score_batch(sols, [tests] * 5, extras, sandbox=sb, variant="verpo", verpo_alpha=1.0,
-                            verpo_beta=0.5, verpo_kde_bandwidth=H)
+        out = d.score_batch(
+            sols,
+            [tests] * 5,
+            extras,
+            sandbox=sb,
+            variant="verpo",
+            verpo_alpha=1.0,
+            verpo_beta=0.5,
+            verpo_kde_bandwidth=H,
+        )
         other = d.score_batch(sols, [tests] * 5, extras, sandbox=sb, variant="binary", verpo_kde_bandwidth=H)
     # the sandbox reports every collected test with its outcome
     assert len(res.outcomes) == res.total and sum(ok for _, ok in res.outcomes) == res.passed
     assert 0 < res.passed < res.total
     assert all(tuple(o) == d.RESULT_KEYS for o in out)
-    g0 = vp.group_rewards([tuple((n, True) for n, _ in res.outcomes), res.outcomes, ()], [1.0, 0.0, 0.0],
-                          vp.VerpoConfig(kde_bandwidth=H).validate())
+    g0 = vp.group_rewards(
+        [tuple((n, True) for n, _ in res.outcomes), res.outcomes, ()],
+        [1.0, 0.0, 0.0],
+        vp.VerpoConfig(kde_bandwidth=H).validate(),
+    )
     assert [o["score"] for o in out[:3]] == pytest.approx([r["score"] for r in g0])
     assert out[0]["score"] == pytest.approx(1.5) and 0 < out[1]["r_dense"] < out[1]["r_pass"] + 1
     assert out[2]["score"] == 0.0
@@ -175,15 +188,28 @@ def test_variant_sets_plain_grpo_loss_and_no_std_normalisation(repo_root, tmp_pa
     assert "baseline_verpo" in paper["dhrcl"]["runs"]
     assert "baseline_verpo" not in load_config(repo_root / "config.yaml")["dhrcl"]["runs"]
     cfg = load_config(repo_root / "config.yaml")
-    launch = vd.dhrcl_launch(cfg, "baseline_verpo", train_files=str(tmp_path / "t.parquet"),
-                             val_files=str(tmp_path / "v.parquet"), init_model=str(tmp_path / "model"),
-                             run_dir=tmp_path / "dhrcl-baseline_verpo")
+    launch = vd.dhrcl_launch(
+        cfg,
+        "baseline_verpo",
+        train_files=str(tmp_path / "t.parquet"),
+        val_files=str(tmp_path / "v.parquet"),
+        init_model=str(tmp_path / "model"),
+        run_dir=tmp_path / "dhrcl-baseline_verpo",
+    )
     hc = launch.validate()
     assert hc.algorithm.norm_adv_by_std_in_grpo is False and hc.algorithm.adv_estimator == "grpo"
     assert hc.actor_rollout_ref.actor.policy_loss.loss_mode == "vanilla"
-    scorer = json.loads((tmp_path / "dhrcl-baseline_verpo" / "settings.json").read_text())["settings"]["extra"]["scorer"]
+    scorer = json.loads((tmp_path / "dhrcl-baseline_verpo" / "settings.json").read_text())["settings"]["extra"][
+        "scorer"
+    ]
     assert scorer["variant"] == "verpo" and scorer["verpo"]["alpha"] == 1.0 and scorer["verpo"]["beta"] == 0.5
     assert scorer["verpo"]["kde_bandwidth"] == 0.1
-    full = vd.dhrcl_launch(cfg, "full", train_files=str(tmp_path / "t.parquet"), val_files=str(tmp_path / "v.parquet"),
-                           init_model=str(tmp_path / "model"), run_dir=tmp_path / "dhrcl-full").validate()
+    full = vd.dhrcl_launch(
+        cfg,
+        "full",
+        train_files=str(tmp_path / "t.parquet"),
+        val_files=str(tmp_path / "v.parquet"),
+        init_model=str(tmp_path / "model"),
+        run_dir=tmp_path / "dhrcl-full",
+    ).validate()
     assert full.algorithm.norm_adv_by_std_in_grpo is True

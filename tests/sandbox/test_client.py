@@ -74,9 +74,11 @@ def test_failed_trials_fail(sandbox, records):
 def test_partial_pass_counts(sandbox, records):
     r = next(r for r in records if r["question_id"] == "Algorithm_00000003_I")
     broken = r["solution"].replace("result.extend(second_str[j:])", "pass")
-    tests = "def test_plain():\n    assert interleave_strings('ab', 'xy') == 'axby'\n\n" \
-            "def test_tail():\n    assert interleave_strings('a', 'xyz') == 'axyz'\n\n" \
-            "def test_first_tail():\n    assert interleave_strings('abc', 'x') == 'axbc'\n"
+    tests = (
+        "def test_plain():\n    assert interleave_strings('ab', 'xy') == 'axby'\n\n"
+        "def test_tail():\n    assert interleave_strings('a', 'xyz') == 'axyz'\n\n"
+        "def test_first_tail():\n    assert interleave_strings('abc', 'x') == 'axbc'\n"
+    )
     res = sandbox.run_tests(broken, tests)
     assert res.executed and (res.passed, res.total) == (2, 3)
     assert res.pass_rate == pytest.approx(2 / 3)
@@ -103,8 +105,10 @@ def test_collection_error_scores_zero(sandbox, records):
 
 def test_timeout_fails_the_remaining_tests(sandbox):
     sol = "def f(x):\n    if x:\n        while True:\n            pass\n    return 1\n"
-    tests = "def test_a():\n    assert f(0) == 1\n\ndef test_b():\n    assert f(1) == 1\n\n" \
-            "def test_c():\n    assert f(0) == 1\n"
+    tests = (
+        "def test_a():\n    assert f(0) == 1\n\ndef test_b():\n    assert f(1) == 1\n\n"
+        "def test_c():\n    assert f(0) == 1\n"
+    )
     res = sandbox.run_tests(sol, tests, timeout_s=2)
     assert res.executed and res.timed_out
     assert (res.passed, res.total) == (1, 3)
@@ -329,13 +333,11 @@ def test_unreachable_path_is_named(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     cmd = [str(python), "-I", "-c", "import sys; print(sys.prefix)"]
-    proc = subprocess.run(bwrap.bwrap_argv(str(ws), hidden) + ["--", *cmd], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(bwrap.bwrap_argv(str(ws), hidden) + ["--", *cmd], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and str(python) in proc.stderr  # what bwrap itself says: that path is missing
     shown = bwrap.plan_mounts(reach=[str(python)])
     bwrap.check_reachable(shown, {"Python interpreter": str(python)})
-    proc = subprocess.run(bwrap.bwrap_argv(str(ws), shown) + ["--", *cmd], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(bwrap.bwrap_argv(str(ws), shown) + ["--", *cmd], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == link, proc.stderr
 
 
@@ -345,6 +347,9 @@ def test_dead_supervisor_error_carries_its_stderr(tmp_path, monkeypatch):
     broken.write_text("import sys\nsys.exit('cannot start: /opt/missing/libfoo.so not found')\n")
     monkeypatch.setitem(bwrap.SUPERVISOR_FILES, "sandbox supervisor", str(broken))
     with ex.Sandbox(mode="fresh") as sb:
-        with pytest.raises(ex.SandboxError, match=r"exited without an answer \(exit status 1\): cannot start: "
-                                                  r"/opt/missing/libfoo.so not found"):
+        with pytest.raises(
+            ex.SandboxError,
+            match=r"exited without an answer \(exit status 1\): cannot start: "
+            r"/opt/missing/libfoo.so not found",
+        ):
             sb.run_tests("x = 1\n", "def test_x():\n    assert x == 1\n")

@@ -49,5 +49,16 @@ def test_job_env_is_fixed_and_minimal(tmp_path):
     env = processes.job_env(str(tmp_path))
     assert env["HOME"] == env["TMPDIR"] == str(tmp_path)
     assert env["PATH"].startswith(os.path.dirname(sys.executable) + ":")
-    assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
-                        "PYTHONNOUSERSITE", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "OMP_NUM_THREADS", "MPLBACKEND"}
+    assert set(env) == {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "LC_ALL",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PYTHONNOUSERSITE",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+        "OMP_NUM_THREADS",
+        "MPLBACKEND",
+    }

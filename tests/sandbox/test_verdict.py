@@ -9,8 +9,9 @@ from codegrpo.sandbox import client, verdict
 
 def test_count_test_functions():
     assert ex.count_test_functions is client.count_test_functions is verdict.count_test_functions
-    code = "def test_a(): pass\nclass TestX:\n    def test_b(self): pass\n    def helper(self): pass\n" \
-           "def helper(): pass\n"
+    code = (
+        "def test_a(): pass\nclass TestX:\n    def test_b(self): pass\n    def helper(self): pass\ndef helper(): pass\n"
+    )
     assert ex.count_test_functions(code) == 2
     assert ex.count_test_functions("def (") == 0
 
@@ -19,9 +20,11 @@ def test_test_function_names_from_the_file():
     test_function_names = verdict.test_function_names
     assert client.test_function_names is test_function_names  # importable from client as before
 
-    code = ("import sys\ndef test_a(): pass\nclass TestX:\n    def test_b(self): pass\n"
-            "class TestInit:\n    def __init__(self): pass\n    def test_c(self): pass\n"
-            "if sys:\n    def test_d(): pass\ntest_e = test_a\n")
+    code = (
+        "import sys\ndef test_a(): pass\nclass TestX:\n    def test_b(self): pass\n"
+        "class TestInit:\n    def __init__(self): pass\n    def test_c(self): pass\n"
+        "if sys:\n    def test_d(): pass\ntest_e = test_a\n"
+    )
     allowed, required = test_function_names(code)
     assert required == {"test_a", "test_b"}
     assert allowed == {"test_a", "test_b", "test_c", "test_d", "test_e"}

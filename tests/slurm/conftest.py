@@ -30,7 +30,10 @@ def cluster_state() -> tuple[bool, str]:
     except subprocess.TimeoutExpired:
         return False, "sinfo timed out: slurmctld not answering"
     if proc.returncode != 0:
-        return False, f"no Slurm controller answering ({proc.stderr.strip()[:200]}); run `sudo scripts/local_slurm_up.sh`"
+        return (
+            False,
+            f"no Slurm controller answering ({proc.stderr.strip()[:200]}); run `sudo scripts/local_slurm_up.sh`",
+        )
     states = {s.strip().rstrip("*~#!%$@^-") for s in proc.stdout.split()}
     if not states & set(RESPONDING):
         return False, f"no Slurm node ready (node states: {sorted(states) or 'none'})"
@@ -65,11 +68,21 @@ def wait_job(job_id: str, timeout_s: float = 300) -> str:
     end = time.monotonic() + timeout_s
     state = ""
     while time.monotonic() < end:
-        out = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                             capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            ["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+        ).stdout.strip()
         state = out.splitlines()[0] if out else state
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-                     "PREEMPTED", "BOOT_FAIL", "DEADLINE"):
+        if state in (
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "TIMEOUT",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+            "PREEMPTED",
+            "BOOT_FAIL",
+            "DEADLINE",
+        ):
             return state
         time.sleep(1)
     subprocess.run(["scancel", job_id])
@@ -77,8 +90,7 @@ def wait_job(job_id: str, timeout_s: float = 300) -> str:
 
 
 def sbatch(args: list[str], cwd: Path) -> str:
-    proc = subprocess.run(["sbatch", "--parsable", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(["sbatch", "--parsable", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().split(";")[0]
 

@@ -20,8 +20,9 @@ def _first_dataset(workdir: Path) -> str:
 
 
 def _squeue_state(job_id: str) -> str:
-    out = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                         capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        ["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+    ).stdout.split()
     return out[0] if out else ""
 
 
@@ -73,19 +74,22 @@ def test_cancelled_job_is_retried_and_resumes(tmp_path):
     wd.mkdir()
     (wd / "Snakefile").write_text(RESUMABLE)
     (wd / "config.yaml").write_text("{}\n")  # the CI layer names config.yaml
-    proc = run_snakemake(wd, "--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "ci"),
-                         timeout_s=600)
+    proc = run_snakemake(
+        wd, "--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "ci"), timeout_s=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (wd / "done.txt").read_text() == "trained\n"
     history = (wd / "ckpt" / "history").read_text().splitlines()
-    assert [h.split(" ", 2)[2] for h in history] == ["attempt 1 resumes at step 0",
-                                                    "attempt 2 resumes at step 2"], history
+    assert [h.split(" ", 2)[2] for h in history] == ["attempt 1 resumes at step 0", "attempt 2 resumes at step 2"], (
+        history
+    )
     first, second = (h.split()[1] for h in history)
     assert first != second
     assert _squeue_state(first) == "CANCELLED"
     assert _squeue_state(second) == "COMPLETED"
-    assert sorted(p.stem for p in (wd / ".snakemake" / "slurm_logs" / "rule_train").rglob("*.log")) == \
-        sorted([first, second])
+    assert sorted(p.stem for p in (wd / ".snakemake" / "slurm_logs" / "rule_train").rglob("*.log")) == sorted(
+        [first, second]
+    )
 
 
 def test_smoke_job_runs_offline_with_the_configured_cache(workflow_copy, tmp_path, monkeypatch):
@@ -95,10 +99,8 @@ def test_smoke_job_runs_offline_with_the_configured_cache(workflow_copy, tmp_pat
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME"):  # only the workflow may set them
         monkeypatch.delenv(var, raising=False)
     cache = tmp_path / "hf-cache"
-    (workflow_copy / "site.yaml").write_text(yaml.safe_dump({"hub": {"cache_dir": str(cache),
-                                                                     "offline_jobs": True}}))
-    proc = run_snakemake(workflow_copy, *PROFILES, "smoke", "--configfile", "config.yaml", "site.yaml",
-                         timeout_s=900)
+    (workflow_copy / "site.yaml").write_text(yaml.safe_dump({"hub": {"cache_dir": str(cache), "offline_jobs": True}}))
+    proc = run_snakemake(workflow_copy, *PROFILES, "smoke", "--configfile", "config.yaml", "site.yaml", timeout_s=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = yaml.safe_load((workflow_copy / "results" / "smoke" / "report.json").read_text())
     env = report["environment"]

@@ -19,7 +19,7 @@ from .conftest import REPO, node_gpus, sbatch, wait_job
 def _tagged(output: str, tag: str) -> dict:
     for line in output.splitlines():
         if line.startswith(tag + " "):
-            return json.loads(line[len(tag) + 1:])
+            return json.loads(line[len(tag) + 1 :])
     raise AssertionError(f"no {tag} line in job output:\n{output[-3000:]}")
 
 
@@ -51,11 +51,27 @@ def test_ray_cluster_over_two_tasks(tmp_path, temp_root):
     """--ntasks=2 on one host = two Ray nodes (head local, worker through srun); both register, all stop."""
     out = tmp_path / "job.out"
     port = _free_port_base()
-    cmd = (f"{sys.executable} -m codegrpo.cluster --tasks-as-nodes --port {port} "
-           f"--temp-root {temp_root} --log-dir {tmp_path / 'ray-logs'} "
-           f"--object-store-memory 80000000 --timeout 240 --run-tasks")
-    job = sbatch(["--ntasks=2", "--cpus-per-task=1", "--mem=3000", "-t", "10", "-J", "cgr-ray-test",
-                  "-o", str(out), "--wrap", cmd], cwd=REPO)
+    cmd = (
+        f"{sys.executable} -m codegrpo.cluster --tasks-as-nodes --port {port} "
+        f"--temp-root {temp_root} --log-dir {tmp_path / 'ray-logs'} "
+        f"--object-store-memory 80000000 --timeout 240 --run-tasks"
+    )
+    job = sbatch(
+        [
+            "--ntasks=2",
+            "--cpus-per-task=1",
+            "--mem=3000",
+            "-t",
+            "10",
+            "-J",
+            "cgr-ray-test",
+            "-o",
+            str(out),
+            "--wrap",
+            cmd,
+        ],
+        cwd=REPO,
+    )
     state = wait_job(job, timeout_s=400)
     text = out.read_text()
     assert state == "COMPLETED", f"job {job} ended {state}:\n{text[-4000:]}"
@@ -85,13 +101,15 @@ def test_allocation_inside_a_job(tmp_path):
     """current_allocation() inside a job: the job id, the node, CPUs and (fake) GPUs per node."""
     gpus = node_gpus()
     out = tmp_path / "job.out"
-    code = ("import json; from codegrpo.cluster import current_allocation as c; a = c(); "
-            "print('ALLOCATION ' + json.dumps({'job_id': a.job_id, 'nodes': list(a.nodes), "
-            "'gpus': a.gpus_per_node, 'cpus': a.cpus_per_node}))")
+    code = (
+        "import json; from codegrpo.cluster import current_allocation as c; a = c(); "
+        "print('ALLOCATION ' + json.dumps({'job_id': a.job_id, 'nodes': list(a.nodes), "
+        "'gpus': a.gpus_per_node, 'cpus': a.cpus_per_node}))"
+    )
     args = ["--ntasks=1", "--cpus-per-task=2", "--mem=1000", "-t", "5", "-o", str(out)]
     if gpus:
         args.append("--gres=gpu:1")
-    job = sbatch([*args, "--wrap", f"{sys.executable} -c \"{code}\""], cwd=REPO)
+    job = sbatch([*args, "--wrap", f'{sys.executable} -c "{code}"'], cwd=REPO)
     assert wait_job(job, timeout_s=120) == "COMPLETED", out.read_text()
     alloc = _tagged(out.read_text(), "ALLOCATION")
     assert alloc["job_id"] == job
@@ -103,10 +121,24 @@ def test_allocation_inside_a_job(tmp_path):
 def test_allocation_inside_a_job_step(tmp_path):
     """Inside a job step (as under Snakemake's SLURM executor) the job-level values are still read."""
     out = tmp_path / "job.out"
-    code = ("import json; from codegrpo.cluster import current_allocation as c; a = c(); "
-            "print('ALLOCATION ' + json.dumps({'job_id': a.job_id, 'cpus': a.cpus_per_node}))")
-    job = sbatch(["--ntasks=2", "--cpus-per-task=1", "--mem=1000", "-t", "5", "-o", str(out),
-                  "--wrap", f"srun -n1 --cpus-per-task=1 {sys.executable} -c \"{code}\""], cwd=REPO)
+    code = (
+        "import json; from codegrpo.cluster import current_allocation as c; a = c(); "
+        "print('ALLOCATION ' + json.dumps({'job_id': a.job_id, 'cpus': a.cpus_per_node}))"
+    )
+    job = sbatch(
+        [
+            "--ntasks=2",
+            "--cpus-per-task=1",
+            "--mem=1000",
+            "-t",
+            "5",
+            "-o",
+            str(out),
+            "--wrap",
+            f'srun -n1 --cpus-per-task=1 {sys.executable} -c "{code}"',
+        ],
+        cwd=REPO,
+    )
     assert wait_job(job, timeout_s=120) == "COMPLETED", out.read_text()
     alloc = _tagged(out.read_text(), "ALLOCATION")
     assert alloc == {"job_id": job, "cpus": 2}
@@ -118,10 +150,14 @@ def test_ray_node_gets_the_jobs_gpus(tmp_path):
     if node_gpus() == 0:
         pytest.skip("the Slurm node has no (fake) GPU gres; start it with SLURM_FAKE_GPUS=1")
     out = tmp_path / "job.out"
-    cmd = (f"{sys.executable} -m codegrpo.cluster --log-dir {tmp_path / 'ray-logs'} "
-           f"--object-store-memory 80000000 --timeout 240 --run-tasks")
-    job = sbatch(["--ntasks=1", "--cpus-per-task=1", "--gres=gpu:1", "--mem=2000", "-t", "10",
-                  "-o", str(out), "--wrap", cmd], cwd=REPO)
+    cmd = (
+        f"{sys.executable} -m codegrpo.cluster --log-dir {tmp_path / 'ray-logs'} "
+        f"--object-store-memory 80000000 --timeout 240 --run-tasks"
+    )
+    job = sbatch(
+        ["--ntasks=1", "--cpus-per-task=1", "--gres=gpu:1", "--mem=2000", "-t", "10", "-o", str(out), "--wrap", cmd],
+        cwd=REPO,
+    )
     state = wait_job(job, timeout_s=400)
     text = out.read_text()
     assert state == "COMPLETED", f"job {job} ended {state}:\n{text[-4000:]}"
@@ -162,8 +198,21 @@ def test_nested_step_from_inside_a_job_step(tmp_path):
     script.write_text(_NESTED.replace("GPUS", str(gpus)))
     out = tmp_path / "job.out"
     gres = ["--gres=gpu:1"] if gpus else []
-    job = sbatch(["--ntasks=1", "--cpus-per-task=2", "--mem=2000", "-t", "5", *gres, "-o", str(out), "--wrap",
-                  f"srun -n1 --cpus-per-task=2 --mem-per-cpu=500 {sys.executable} {script}"], cwd=REPO)
+    job = sbatch(
+        [
+            "--ntasks=1",
+            "--cpus-per-task=2",
+            "--mem=2000",
+            "-t",
+            "5",
+            *gres,
+            "-o",
+            str(out),
+            "--wrap",
+            f"srun -n1 --cpus-per-task=2 --mem-per-cpu=500 {sys.executable} {script}",
+        ],
+        cwd=REPO,
+    )
     state = wait_job(job, timeout_s=300)
     text = out.read_text()
     assert state == "COMPLETED", f"job {job} ended {state}:\n{text[-3000:]}"

@@ -26,8 +26,9 @@ from tests.conftest import REPO_ROOT as REPO
 
 
 def _py(code: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -63,7 +64,9 @@ def test_cpu_overrides_and_ray_settings():
     assert kw["runtime_env"]["env_vars"]["X"] == "1"
     # joining a cluster whose nodes announce the resources themselves (Ray refuses resources from a joining driver)
     join = cpu.ray_init_kwargs(2, env_vars={"X": "1"}, address="10.0.0.1:6379")
-    assert join["address"] == "10.0.0.1:6379" and not {"num_gpus", "num_cpus", "resources", "include_dashboard"} & set(join)
+    assert join["address"] == "10.0.0.1:6379" and not {"num_gpus", "num_cpus", "resources", "include_dashboard"} & set(
+        join
+    )
     assert join["runtime_env"] == kw["runtime_env"]
     assert cpu.node_resources(1, 4) == {"num_cpus": 4, "num_gpus": 1, "resources": {"cpu": 1}}
 
@@ -75,8 +78,15 @@ def test_trainer_forwards_the_jobs_threads_to_ray_workers(monkeypatch):
     from codegrpo.verl.trainer import THREAD_VARS, ray_init_kwargs
 
     cfg = tiny_cfg()
-    g = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files="t.parquet", val_files="v.parquet",
-                    model_path="m", run_dir="/tmp/x").validate()
+    g = grpo_launch(
+        cfg,
+        cfg["skeleton_rl"],
+        "skeleton_rl",
+        train_files="t.parquet",
+        val_files="v.parquet",
+        model_path="m",
+        run_dir="/tmp/x",
+    ).validate()
     for name in (*THREAD_VARS, "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
     assert not set(THREAD_VARS) & set(ray_init_kwargs(g)["runtime_env"]["env_vars"])
@@ -109,7 +119,7 @@ def test_setup_patches_verl_for_cpu(tmp_path):
         print("BACKEND", d.get_nccl_backend(), cpu.is_applied(), os.environ[cpu.ENV_FLAG])
         print("STUB_AFTER", torch.cpu.memory_allocated(), torch.cpu.get_device_name())
         import transformers
-        c = transformers.AutoConfig.from_pretrained({str(tmp_path / 'm')!r}, attn_implementation="flash_attention_2")
+        c = transformers.AutoConfig.from_pretrained({str(tmp_path / "m")!r}, attn_implementation="flash_attention_2")
         print("ATTN", c._attn_implementation)
         from verl.workers.sharding_manager.base import BaseShardingManager
         print("TIMING", BaseShardingManager.timing)
@@ -138,10 +148,10 @@ def test_gpu_mode_applies_no_cpu_patch(tmp_path):
         from codegrpo.verl import sft_main
         cfg = load_config("config/paper.yaml")
         g = launch.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files="t.parquet", val_files="v.parquet",
-                               model_path="/m", run_dir={str(tmp_path / 'r')!r}).validate()
+                               model_path="/m", run_dir={str(tmp_path / "r")!r}).validate()
         kw = ray_init_kwargs(g)
         s = launch.sft_launch(cfg, "skeleton", train_files="t.parquet", val_files="v.parquet",
-                              model_path="/m", run_dir={str(tmp_path / 's')!r}).validate()
+                              model_path="/m", run_dir={str(tmp_path / "s")!r}).validate()
         print("RESUME_STEP", sft_main.configure(s))
         import verl.utils.device as d
         try:
@@ -202,8 +212,14 @@ def test_grpo_two_steps_on_cpu(sft_run, cpu_chain):
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
-        for key in ("critic/score/mean", "actor/kl_loss", "actor/pg_loss", "response_length/mean",
-                    "reward/score/mean", "reward/compile/mean"):
+        for key in (
+            "critic/score/mean",
+            "actor/kl_loss",
+            "actor/pg_loss",
+            "response_length/mean",
+            "reward/score/mean",
+            "reward/compile/mean",
+        ):
             assert key in r, key
         assert r["response_length/max"] <= cfg["skeleton_rl"]["max_response_length"]
     assert any(k.startswith("val-core/sk2decompile_structure/") for k in rows[-1])
@@ -232,8 +248,14 @@ def test_sft_rerun_resumes_from_newest_weights(sft_run, cpu_chain, tmp_path):
     data = cpu_chain.results / "data" / "sft"
     cfg = tiny_cfg(steps=3)
     cfg["results_dir"] = str(cpu_chain.results)
-    done = run_sft(cfg, "skeleton", train_files=data / "skeleton.train.parquet",
-                   val_files=data / "skeleton.val.parquet", init_model=done0["init_model"], run_dir=run_dir)
+    done = run_sft(
+        cfg,
+        "skeleton",
+        train_files=data / "skeleton.train.parquet",
+        val_files=data / "skeleton.val.parquet",
+        init_model=done0["init_model"],
+        run_dir=run_dir,
+    )
     after = read_metrics(run_dir)
     assert [r["step"] for r in after] == [1, 2, 3] and after[:2] == before
     assert done["final_step"] == 3 and (run_dir / "checkpoints" / "global_step_3" / "model.safetensors").is_file()
@@ -252,16 +274,30 @@ def test_grpo_resumes_after_kill(cpu_chain, shared_ray, tmp_path):
     cfg = tiny_cfg(steps=3)
     run_dir = (tmp_path / "skeleton_rl").resolve()
     data = cpu_chain.results / "data" / "rl"
-    kw = dict(train_files=data / "skeleton.train.parquet", val_files=data / "skeleton.val.parquet",
-              init_model=str(cpu_chain.results / "models" / "tiny"), run_dir=run_dir)
+    kw = dict(
+        train_files=data / "skeleton.train.parquet",
+        val_files=data / "skeleton.val.parquet",
+        init_model=str(cpu_chain.results / "models" / "tiny"),
+        run_dir=run_dir,
+    )
     # the first attempt starts the way run_grpo does (settings.json, then verl), and is killed after step 1
-    settings = run_settings(cfg, cfg["skeleton_rl"], "skeleton_rl", **kw,
-                            chat_template=chat_template_choice(cfg, "skeleton_rl", kw["init_model"]))
+    settings = run_settings(
+        cfg,
+        cfg["skeleton_rl"],
+        "skeleton_rl",
+        **kw,
+        chat_template=chat_template_choice(cfg, "skeleton_rl", kw["init_model"]),
+    )
     assert prepare_run_dir(run_dir, settings) == "fresh"
     la = settings_launch(cfg, settings, run_dir)
     with open(run_dir / "train.log", "w") as log:  # both attempts join the session's Ray (the kill ends the job)
-        proc = subprocess.Popen(la.argv, env={**os.environ, **shared_ray.env, **la.env}, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            la.argv,
+            env={**os.environ, **shared_ray.env, **la.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.time() + 400
         while time.time() < deadline and proc.poll() is None:
@@ -316,8 +352,13 @@ def test_ray_rehearsal_record_demands_workers_on_every_node(tmp_path):
     from codegrpo.cluster.rehearsal import RAY_REHEARSAL_FILE, write_ray_rehearsal
     from codegrpo.verl.trainer import WORKERS_FILE
 
-    record = {"job_id": "7", "ray_nodes": 2, "expected_nodes": 2, "tasks": [{"node_id": "a"}, {"node_id": "b"}],
-              "env": {"RAY_ADDRESS": "127.0.0.1:1"}}
+    record = {
+        "job_id": "7",
+        "ray_nodes": 2,
+        "expected_nodes": 2,
+        "tasks": [{"node_id": "a"}, {"node_id": "b"}],
+        "env": {"RAY_ADDRESS": "127.0.0.1:1"},
+    }
     with pytest.raises(ClusterError, match="0 of the 2 Ray nodes"):  # no workers.json: training never placed
         write_ray_rehearsal(tmp_path, record, WORKERS_FILE)
     one = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "a"}]
@@ -332,16 +373,19 @@ def test_ray_rehearsal_record_demands_workers_on_every_node(tmp_path):
     assert saved["training_nodes"] == 2 and saved["training_workers"]["workers"] == two and "env" not in saved
 
 
-@pytest.mark.parametrize("plan,expect", [
-    ({}, 2),  # two training jobs, two cores
-    ({"n_training_jobs": 5}, 2),  # never more slots than cores
-    ({"n_training_jobs": 1}, 1),
-    ({"cores": None, "n_training_jobs": 3}, 1),
-    ({"n_training_jobs": 0}, 0),  # nothing trains: no Ray
-    ({"enabled": False}, 0),  # pipeline_ray: false
-    ({"device": "gpu"}, 0),
-    ({"executor": "slurm"}, 0),  # jobs on other nodes cannot join a Ray of the submit host
-])
+@pytest.mark.parametrize(
+    "plan,expect",
+    [
+        ({}, 2),  # two training jobs, two cores
+        ({"n_training_jobs": 5}, 2),  # never more slots than cores
+        ({"n_training_jobs": 1}, 1),
+        ({"cores": None, "n_training_jobs": 3}, 1),
+        ({"n_training_jobs": 0}, 0),  # nothing trains: no Ray
+        ({"enabled": False}, 0),  # pipeline_ray: false
+        ({"device": "gpu"}, 0),
+        ({"executor": "slurm"}, 0),  # jobs on other nodes cannot join a Ray of the submit host
+    ],
+)
 def test_pipeline_ray_slots(plan, expect, monkeypatch):
     from codegrpo.verl.cpu import PipelineRay
 

@@ -17,19 +17,40 @@ from tests.verl import launch_files
 def _launches(cfg, tmp_path):
     out = []
     for which in L.SFT_RUNS:
-        out.append(L.sft_launch(cfg, which, train_files=tmp_path / f"{which}.train.parquet",
-                                val_files=tmp_path / f"{which}.val.parquet", model_path="/models/base",
-                                run_dir=tmp_path / f"sft_{which}"))
+        out.append(
+            L.sft_launch(
+                cfg,
+                which,
+                train_files=tmp_path / f"{which}.train.parquet",
+                val_files=tmp_path / f"{which}.val.parquet",
+                model_path="/models/base",
+                run_dir=tmp_path / f"sft_{which}",
+            )
+        )
     for stage in RL_STAGES:
-        out.append(L.grpo_launch(cfg, cfg[stage], stage, train_files=[tmp_path / "a.parquet"], val_files=tmp_path / "v.parquet",
-                                 model_path="/models/sft", run_dir=tmp_path / stage))
+        out.append(
+            L.grpo_launch(
+                cfg,
+                cfg[stage],
+                stage,
+                train_files=[tmp_path / "a.parquet"],
+                val_files=tmp_path / "v.parquet",
+                model_path="/models/sft",
+                run_dir=tmp_path / stage,
+            )
+        )
     return out
 
 
 def _rl_row(data_source: str) -> dict:
     """One well-formed verl RL row of ``data_source`` (prompt "x", ground truth "int f;")."""
-    return {"data_source": data_source, "prompt": [{"role": "user", "content": "x"}], "ability": "decompile",
-            "reward_model": {"style": "rule", "ground_truth": "int f;"}, "extra_info": {"index": 0}}
+    return {
+        "data_source": data_source,
+        "prompt": [{"role": "user", "content": "x"}],
+        "ability": "decompile",
+        "reward_model": {"style": "rule", "ground_truth": "int f;"},
+        "extra_info": {"index": 0},
+    }
 
 
 @pytest.fixture(scope="module", params=["config.yaml", "config/paper.yaml"])
@@ -47,31 +68,42 @@ def test_every_generated_command_composes(composed):
         assert c.codegrpo.metrics_file.endswith(f"{la.run}/metrics.jsonl")
         # the command line carries exactly the overrides that were composed
         argv = shlex.split(la.command())
-        assert argv[-len(la.overrides):] == la.overrides
+        assert argv[-len(la.overrides) :] == la.overrides
 
 
 # config key of an RL stage (schemas/config.schema.yaml $defs/rl_stage) -> the verl key it must set
 RL_KEY_MAP = {
-    "train_batch_size": "data.train_batch_size", "max_prompt_length": "data.max_prompt_length",
-    "max_response_length": "data.max_response_length", "filter_overlong_prompts": "data.filter_overlong_prompts",
+    "train_batch_size": "data.train_batch_size",
+    "max_prompt_length": "data.max_prompt_length",
+    "max_response_length": "data.max_response_length",
+    "filter_overlong_prompts": "data.filter_overlong_prompts",
     "use_remove_padding": "actor_rollout_ref.model.use_remove_padding",
     "gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
-    "lr": "actor_rollout_ref.actor.optim.lr", "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "lr": "actor_rollout_ref.actor.optim.lr",
+    "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
     "ppo_micro_batch_size_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-    "ppo_epochs": "actor_rollout_ref.actor.ppo_epochs", "kl_coef": "actor_rollout_ref.actor.kl_loss_coef",
-    "kl_loss_type": "actor_rollout_ref.actor.kl_loss_type", "entropy_coeff": "actor_rollout_ref.actor.entropy_coeff",
+    "ppo_epochs": "actor_rollout_ref.actor.ppo_epochs",
+    "kl_coef": "actor_rollout_ref.actor.kl_loss_coef",
+    "kl_loss_type": "actor_rollout_ref.actor.kl_loss_type",
+    "entropy_coeff": "actor_rollout_ref.actor.entropy_coeff",
     "param_offload": "actor_rollout_ref.actor.fsdp_config.param_offload",
     "optimizer_offload": "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
     "ref_param_offload": "actor_rollout_ref.ref.fsdp_config.param_offload",
     "ref_log_prob_micro_batch_size_per_gpu": "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-    "rollout_name": "actor_rollout_ref.rollout.name", "n": "actor_rollout_ref.rollout.n",
+    "rollout_name": "actor_rollout_ref.rollout.name",
+    "n": "actor_rollout_ref.rollout.n",
     "temperature": "actor_rollout_ref.rollout.temperature",
     "tensor_model_parallel_size": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
     "rollout_log_prob_micro_batch_size_per_gpu": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-    "project_name": "trainer.project_name", "nnodes": "trainer.nnodes", "n_gpus_per_node": "trainer.n_gpus_per_node",
-    "total_epochs": "trainer.total_epochs", "save_freq": "trainer.save_freq", "test_freq": "trainer.test_freq",
-    "val_before_train": "trainer.val_before_train", "max_checkpoints_to_keep": "trainer.max_actor_ckpt_to_keep",
+    "project_name": "trainer.project_name",
+    "nnodes": "trainer.nnodes",
+    "n_gpus_per_node": "trainer.n_gpus_per_node",
+    "total_epochs": "trainer.total_epochs",
+    "save_freq": "trainer.save_freq",
+    "test_freq": "trainer.test_freq",
+    "val_before_train": "trainer.val_before_train",
+    "max_checkpoints_to_keep": "trainer.max_actor_ckpt_to_keep",
 }
 _OTHER = {"kl_loss_type": ("low_var_kl", "mse"), "rollout_name": ("vllm", "hf")}
 
@@ -139,13 +171,20 @@ def test_reward_function_named_by_each_stage_exists_in_the_entry_file(repo_root,
 
 # config key of the sft section -> the verl fsdp_sft_trainer keys it must set
 SFT_KEY_MAP = {
-    "train_batch_size": ("data.train_batch_size",), "micro_batch_size_per_gpu": ("data.micro_batch_size_per_gpu",),
-    "max_length": ("data.max_length",), "truncation": ("data.truncation",),
+    "train_batch_size": ("data.train_batch_size",),
+    "micro_batch_size_per_gpu": ("data.micro_batch_size_per_gpu",),
+    "max_length": ("data.max_length",),
+    "truncation": ("data.truncation",),
     "gradient_checkpointing": ("model.enable_gradient_checkpointing",),
     "offload": ("model.fsdp_config.cpu_offload", "model.fsdp_config.offload_params"),
-    "lr": ("optim.lr",), "lr_scheduler": ("optim.lr_scheduler",), "warmup_steps_ratio": ("optim.warmup_steps_ratio",),
-    "weight_decay": ("optim.weight_decay",), "project_name": ("trainer.project_name",),
-    "total_epochs": ("trainer.total_epochs",), "save_freq": ("trainer.save_freq",), "test_freq": ("trainer.test_freq",),
+    "lr": ("optim.lr",),
+    "lr_scheduler": ("optim.lr_scheduler",),
+    "warmup_steps_ratio": ("optim.warmup_steps_ratio",),
+    "weight_decay": ("optim.weight_decay",),
+    "project_name": ("trainer.project_name",),
+    "total_epochs": ("trainer.total_epochs",),
+    "save_freq": ("trainer.save_freq",),
+    "test_freq": ("trainer.test_freq",),
     "n_gpus_per_node": ("trainer.n_gpus_per_node",),
 }
 _OTHER.update({"truncation": ("right", "left"), "lr_scheduler": ("cosine", "wsd")})
@@ -188,11 +227,14 @@ def test_cpu_mode_overrides_only_in_cpu_mode(repo_root, tmp_path):
     assert "HF_HUB_OFFLINE" not in g.env and L.sft_launch(cpu_cfg, "skin", **kw).env["HF_HUB_OFFLINE"] == "1"
 
 
-@pytest.mark.parametrize("bad, needle", [
-    ("actor_rollout_ref.rollout.nn=4", "actor_rollout_ref.rollout.nn"),
-    ("algorithm.adv_estimater=grpo", "algorithm.adv_estimater"),
-    ("codegrpo.metrics_fle=x", "codegrpo.metrics_fle"),
-])
+@pytest.mark.parametrize(
+    "bad, needle",
+    [
+        ("actor_rollout_ref.rollout.nn=4", "actor_rollout_ref.rollout.nn"),
+        ("algorithm.adv_estimater=grpo", "algorithm.adv_estimater"),
+        ("codegrpo.metrics_fle=x", "codegrpo.metrics_fle"),
+    ],
+)
 def test_misspelled_grpo_key_is_rejected(repo_root, tmp_path, bad, needle):
     cfg = load_config(repo_root / "config.yaml")
     cfg["skeleton_rl"]["overrides"] = [bad]
@@ -230,10 +272,20 @@ def test_broken_interpolation_is_rejected():
         L.compose("grpo", ["trainer.experiment_name=${trainer.no_such_key}"])
 
 
-@pytest.mark.parametrize("value, expected", [
-    (None, "null"), (True, "true"), (3, "3"), (1e-6, "1e-06"), (["console", "wandb"], "[console,wandb]"),
-    ("/a/b.parquet", "/a/b.parquet"), ("has space", "'has space'"), ("it's", "'it\\'s'"), ("null", "'null'"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, "null"),
+        (True, "true"),
+        (3, "3"),
+        (1e-6, "1e-06"),
+        (["console", "wandb"], "[console,wandb]"),
+        ("/a/b.parquet", "/a/b.parquet"),
+        ("has space", "'has space'"),
+        ("it's", "'it\\'s'"),
+        ("null", "'null'"),
+    ],
+)
 def test_override_value_format(value, expected):
     assert L.fmt(value) == expected
 
@@ -271,20 +323,31 @@ def test_reward_managers_load_through_verl(tmp_path, repo_root):
         resp[i, : len(ids)] = torch.tensor(ids)
         mask[i, : 1 + len(ids)] = 1
     prompts = torch.tensor(p_ids)
-    batch = TensorDict({"prompts": prompts, "responses": resp, "input_ids": torch.cat([prompts, resp], 1),
-                        "attention_mask": mask}, batch_size=2)
+    batch = TensorDict(
+        {"prompts": prompts, "responses": resp, "input_ids": torch.cat([prompts, resp], 1), "attention_mask": mask},
+        batch_size=2,
+    )
     extra = [{"index": 0, "split": "train", "header": rows[0]["extra_info"]["header"], "header_status": "ok"}] * 2
-    data = DataProto(batch=batch, non_tensor_batch={
-        "data_source": np.array(["sk2decompile_structure"] * 2, dtype=object),
-        "reward_model": np.array([{"style": "rule", "ground_truth": rows[0]["reward_model"]["ground_truth"]}] * 2,
-                                 dtype=object),
-        "extra_info": np.array(extra, dtype=object)})
+    data = DataProto(
+        batch=batch,
+        non_tensor_batch={
+            "data_source": np.array(["sk2decompile_structure"] * 2, dtype=object),
+            "reward_model": np.array(
+                [{"style": "rule", "ground_truth": rows[0]["reward_model"]["ground_truth"]}] * 2, dtype=object
+            ),
+            "extra_info": np.array(extra, dtype=object),
+        },
+    )
     cfg = load_config(repo_root / "config.yaml")
     scores = {}
-    for manager, fn, cls in [("naive", "compute_score", "NaiveRewardManager"),
-                             ("batch", "compute_score_batch", "BatchRewardManager")]:
+    for manager, fn, cls in [
+        ("naive", "compute_score", "NaiveRewardManager"),
+        ("batch", "compute_score_batch", "BatchRewardManager"),
+    ]:
         cfg["skeleton_rl"]["reward"] = {"manager": manager, "function": fn}
-        c = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path, model_path=str(tmp_path / "m")))
+        c = L.grpo_launch(
+            cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path, model_path=str(tmp_path / "m"))
+        )
         c = c.validate()
         reward_fn = load_reward_manager(c, tok, num_examine=0)
         assert type(reward_fn).__name__ == cls
@@ -368,11 +431,24 @@ def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
     # the stage functions stop before launching and leave nothing that looks complete
     cfg = load_config(repo_root / "config.yaml")
     with pytest.raises(TrainingInputError):
-        run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=tmp_path / "bad_rl.parquet", val_files=tmp_path / "rl.parquet",
-                 init_model="org/model", run_dir=tmp_path / "run")
+        run_grpo(
+            cfg,
+            cfg["skeleton_rl"],
+            "skeleton_rl",
+            train_files=tmp_path / "bad_rl.parquet",
+            val_files=tmp_path / "rl.parquet",
+            init_model="org/model",
+            run_dir=tmp_path / "run",
+        )
     with pytest.raises(TrainingInputError):
-        run_sft(cfg, "skin", train_files=tmp_path / "bad_sft.parquet", val_files=tmp_path / "bad_sft.parquet",
-                init_model="org/model", run_dir=tmp_path / "run2")
+        run_sft(
+            cfg,
+            "skin",
+            train_files=tmp_path / "bad_sft.parquet",
+            val_files=tmp_path / "bad_sft.parquet",
+            init_model="org/model",
+            run_dir=tmp_path / "run2",
+        )
     assert not (tmp_path / "run" / "done.json").exists() and not (tmp_path / "run" / "train.log").exists()
 
 
@@ -394,7 +470,7 @@ def test_multi_node_sft_command(repo_root, tmp_path, monkeypatch):
     assert srun[:5] == ["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1"]
     for flag in ("--cpus-per-task=64", "--mem=0", "--gres=gpu:8", "--gpu-bind=none", "--kill-on-bad-exit=1"):
         assert flag in srun, (flag, srun)
-    assert la.argv[j + 1:j + 3] == ["-m", "torch.distributed.run"]
+    assert la.argv[j + 1 : j + 3] == ["-m", "torch.distributed.run"]
     assert "--rdzv_endpoint=node7:29611" in la.argv and "--nproc_per_node=8" in la.argv
     assert la.validate().trainer.nnodes == 2
 
@@ -409,7 +485,9 @@ def test_structure_reward_setting_reaches_the_reward_kwargs(repo_root, tmp_path)
     ov = structure_reward_overrides("skeleton_rl", cfg["skeleton_rl"])
     c = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", extra_overrides=ov, **kw).validate()
     assert dict(c.custom_reward_function.reward_kwargs.data_source_map) == {
-        "sk2decompile_structure": "sk2decompile_structure_sim", "llm4decompile_exe": "sk2decompile_structure_sim"}
+        "sk2decompile_structure": "sk2decompile_structure_sim",
+        "llm4decompile_exe": "sk2decompile_structure_sim",
+    }
     cfg["skin_rl"]["structure_reward"] = "sim_exe"
     with pytest.raises(ValueError, match="skeleton_rl only"):
         structure_reward_overrides("skin_rl", cfg["skin_rl"])
@@ -421,8 +499,7 @@ def test_kl_coef_default_comes_from_the_schema(repo_root, tmp_path):
 
     cfg = validate_config({"device": "cpu"})
     kw = launch_files(tmp_path)
-    got = {s: L.grpo_launch(cfg, cfg[s], s, **kw).validate().actor_rollout_ref.actor.kl_loss_coef
-           for s in RL_STAGES}
+    got = {s: L.grpo_launch(cfg, cfg[s], s, **kw).validate().actor_rollout_ref.actor.kl_loss_coef for s in RL_STAGES}
     assert got == {"skeleton_rl": 0.01, "skin_rl": 0.02}
     cfg["skin_rl"]["kl_coef"] = 0.0
     c = L.grpo_launch(cfg, cfg["skin_rl"], "skin_rl", **kw).validate()
@@ -459,9 +536,23 @@ def test_readme_stage_rerun_schedules_the_training_job(repo_root, tmp_path):
     m = re.search(r"snakemake --cores 2 (--forcerun \S+ --until \S+)\s+# retrain one stage", readme)
     assert m, "README lost its stage rerun command"
     snakemake = str(Path(sys.executable).with_name("snakemake"))
-    out = subprocess.run([snakemake, "-n", "--cores", "2", *m.group(1).split(), "--directory", str(repo_root),
-                          "--config", f"results_dir={tmp_path / 'results'}", f"logs_dir={tmp_path / 'logs'}"],
-                         cwd=repo_root, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            snakemake,
+            "-n",
+            "--cores",
+            "2",
+            *m.group(1).split(),
+            "--directory",
+            str(repo_root),
+            "--config",
+            f"results_dir={tmp_path / 'results'}",
+            f"logs_dir={tmp_path / 'logs'}",
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout, re.M))
     assert jobs.get("skeleton_rl_train") == "1" and "skin_rl_train" not in jobs
@@ -491,15 +582,24 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
     models.parent.mkdir(parents=True)
     models.write_text("{}")
     cfg = load_config(repo_root / "config.yaml")
-    cfg["embedding"] = {**cfg["embedding"], "serve": True, "chunk_size": 3,
-                        "server_command": f"{{python}} -m http.server {{port}} --bind {{host}} "
-                                          f"--directory {shlex.quote(str(tmp_path / 'www'))}"}
+    cfg["embedding"] = {
+        **cfg["embedding"],
+        "serve": True,
+        "chunk_size": 3,
+        "server_command": f"{{python}} -m http.server {{port}} --bind {{host}} "
+        f"--directory {shlex.quote(str(tmp_path / 'www'))}",
+    }
     cfg["compile_reward"] = {**cfg["compile_reward"], "mode": "exact"}
     cfg["sandbox"] = {**cfg["sandbox"], "wall_s": 7}
     for name in [k for k in os.environ if k.startswith("CODEGRPO_")]:  # e.g. left by another test module
         monkeypatch.delenv(name)
-    for name in ("CODEGRPO_COMPILE_MODE", "CODEGRPO_EMBEDDING_API_BASE", "CODEGRPO_SANDBOX_LIMITS",
-                 "CODEGRPO_SANDBOX_WORKERS", "CODEGRPO_DHRCL_STAGE"):
+    for name in (
+        "CODEGRPO_COMPILE_MODE",
+        "CODEGRPO_EMBEDDING_API_BASE",
+        "CODEGRPO_SANDBOX_LIMITS",
+        "CODEGRPO_SANDBOX_WORKERS",
+        "CODEGRPO_DHRCL_STAGE",
+    ):
         monkeypatch.setenv(name, "stale")
     monkeypatch.delenv(runsettings.SETTINGS_ENV, raising=False)
     seen = {}
@@ -519,8 +619,14 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
 
     monkeypatch.setattr(L.Launch, "run_process", fake_run_process)
     with pytest.raises(stages.TrainingError, match="exited with status 1"):
-        stages.run_rl_stage(cfg, "skin_rl", train_files=tmp_path / "rl.parquet", val_files=tmp_path / "rl.parquet",
-                            init_model="org/model", run_dir=tmp_path / "skin_rl")
+        stages.run_rl_stage(
+            cfg,
+            "skin_rl",
+            train_files=tmp_path / "rl.parquet",
+            val_files=tmp_path / "rl.parquet",
+            init_model="org/model",
+            run_dir=tmp_path / "skin_rl",
+        )
     ours = sorted(k for k in seen["env"] if k.startswith("CODEGRPO_"))
     assert ours == [runsettings.SETTINGS_ENV], ours
     assert sorted(k for k in seen["ray"] if k.startswith("CODEGRPO_")) == [runsettings.SETTINGS_ENV]
@@ -547,6 +653,13 @@ def test_reward_runs_on_the_node_of_the_embedding_server(repo_root, tmp_path):
     assert isinstance(strategy, NodeAffinitySchedulingStrategy)
     assert strategy.node_id == "a" * 56 and strategy.soft is False
     cfg = load_config(repo_root / "config" / "paper.yaml")
-    launch = L.grpo_launch(cfg, dict(cfg["skin_rl"], temperature=1.0), "skin_rl", train_files="t.parquet",
-                         val_files="v.parquet", model_path="m", run_dir=tmp_path)
+    launch = L.grpo_launch(
+        cfg,
+        dict(cfg["skin_rl"], temperature=1.0),
+        "skin_rl",
+        train_files="t.parquet",
+        val_files="v.parquet",
+        model_path="m",
+        run_dir=tmp_path,
+    )
     assert launch.validate().reward_model.launch_reward_fn_async is False

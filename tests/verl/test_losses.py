@@ -21,10 +21,16 @@ torch.manual_seed(0)
 B, T = 3, 5
 OLD = torch.log(torch.rand(B, T) * 0.9 + 0.05)
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], dtype=torch.float32)
-ADV = (torch.tensor([1.3, -0.8, 0.4]).unsqueeze(-1) * MASK)
-CFG = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0,
-                        "policy_loss": {"loss_mode": "dhrcl", "dhrcl_tau": 1.0, "dhrcl_w_min": 0.25,
-                                        "dhrcl_w_max": 4.0}})
+ADV = torch.tensor([1.3, -0.8, 0.4]).unsqueeze(-1) * MASK
+CFG = OmegaConf.create(
+    {
+        "clip_ratio": 0.2,
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.28,
+        "clip_ratio_c": 3.0,
+        "policy_loss": {"loss_mode": "dhrcl", "dhrcl_tau": 1.0, "dhrcl_w_min": 0.25, "dhrcl_w_max": 4.0},
+    }
+)
 
 
 def _new():
@@ -32,9 +38,17 @@ def _new():
 
 
 def _verl(logp, adv, agg="token-mean"):
-    return core_algos.compute_policy_loss(old_log_prob=OLD, log_prob=logp, advantages=adv, response_mask=MASK,
-                                          cliprange=0.2, cliprange_low=0.2, cliprange_high=0.28, clip_ratio_c=3.0,
-                                          loss_agg_mode=agg)
+    return core_algos.compute_policy_loss(
+        old_log_prob=OLD,
+        log_prob=logp,
+        advantages=adv,
+        response_mask=MASK,
+        cliprange=0.2,
+        cliprange_low=0.2,
+        cliprange_high=0.28,
+        clip_ratio_c=3.0,
+        loss_agg_mode=agg,
+    )
 
 
 def test_external_lib_import_registers_every_loss_and_keeps_verls():
@@ -95,8 +109,16 @@ def test_gradient_flows_only_through_log_prob():
     old2 = OLD.clone().requires_grad_(True)
     logp2 = logp.detach().clone().requires_grad_(True)
     w = token_weights(OLD, MASK, "confidence")
-    ref = core_algos.compute_policy_loss(old_log_prob=old2, log_prob=logp2, advantages=(ADV * w), response_mask=MASK,
-                                         cliprange=0.2, cliprange_low=0.2, cliprange_high=0.28, clip_ratio_c=3.0)[0]
+    ref = core_algos.compute_policy_loss(
+        old_log_prob=old2,
+        log_prob=logp2,
+        advantages=(ADV * w),
+        response_mask=MASK,
+        cliprange=0.2,
+        cliprange_low=0.2,
+        cliprange_high=0.28,
+        clip_ratio_c=3.0,
+    )[0]
     ref.backward()
     assert torch.allclose(old.grad, old2.grad) and torch.allclose(logp.grad, logp2.grad)
 
@@ -143,25 +165,38 @@ def test_variants_map_to_reward_loss_and_curriculum():
         vd.resolve_variant({}, "nope")
     with pytest.raises(ValueError, match="fixed stage"):
         vd.resolve_variant({"variants": {"x": {"reward": "full", "token_weights": "stage", "curriculum": "none"}}}, "x")
-    fixed = vd.curriculum_config({"curriculum": {"fixed_schedule_fraction": [0.2, 0.5], "window": 3}},
-                                 vd.resolve_variant({}, "fixed_schedule"), 100)
+    fixed = vd.curriculum_config(
+        {"curriculum": {"fixed_schedule_fraction": [0.2, 0.5], "window": 3}},
+        vd.resolve_variant({}, "fixed_schedule"),
+        100,
+    )
     assert fixed.forced_schedule == (20, 50) and fixed.window == 3
 
 
 def test_validation_components_pick_the_largest_n():
-    m = {"val-aux/kodcode/r_exec/mean@1": 0.1, "val-aux/kodcode/r_exec/mean@4": 0.4,
-         "val-aux/kodcode/r_exec/std@4": 9.0, "val-core/kodcode/reward/mean@4": 2.0,
-         "val-aux/other/r_syntax/mean@1": 7.0}
+    m = {
+        "val-aux/kodcode/r_exec/mean@1": 0.1,
+        "val-aux/kodcode/r_exec/mean@4": 0.4,
+        "val-aux/kodcode/r_exec/std@4": 9.0,
+        "val-core/kodcode/reward/mean@4": 2.0,
+        "val-aux/other/r_syntax/mean@1": 7.0,
+    }
     assert vd.validation_components(m) == {"r_exec": 0.4, "reward": 2.0}
 
 
-@pytest.mark.parametrize("variant,loss", [("full", "dhrcl"), ("baseline_pass_rate", "vanilla"),
-                                          ("uniform_weights", "dhrcl_uniform")])
+@pytest.mark.parametrize(
+    "variant,loss", [("full", "dhrcl"), ("baseline_pass_rate", "vanilla"), ("uniform_weights", "dhrcl_uniform")]
+)
 def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     cfg = load_config(repo_root / "config.yaml")
-    launch = vd.dhrcl_launch(cfg, variant, train_files=str(tmp_path / "t.parquet"),
-                             val_files=str(tmp_path / "v.parquet"), init_model=str(tmp_path / "model"),
-                             run_dir=tmp_path / f"dhrcl-{variant}")
+    launch = vd.dhrcl_launch(
+        cfg,
+        variant,
+        train_files=str(tmp_path / "t.parquet"),
+        val_files=str(tmp_path / "v.parquet"),
+        init_model=str(tmp_path / "model"),
+        run_dir=tmp_path / f"dhrcl-{variant}",
+    )
     hc = launch.validate()
     assert hc.trainer.experiment_name == f"dhrcl-{variant}"
     assert hc.actor_rollout_ref.actor.policy_loss.loss_mode == loss
@@ -185,9 +220,15 @@ def test_seeded_run_name_and_seed(repo_root, tmp_path):
     """A run of dhrcl.seeds: dhrcl-<variant>-seed<seed>, trained with that seed (recorded in settings.json)."""
     cfg = load_config(repo_root / "config.yaml")
     assert vd.run_name("full") == "dhrcl-full" and vd.run_name("no_ast", 2) == "dhrcl-no_ast-seed2"
-    launch = vd.dhrcl_launch(cfg, "full", train_files=str(tmp_path / "t.parquet"),
-                             val_files=str(tmp_path / "v.parquet"), init_model=str(tmp_path / "model"),
-                             run_dir=tmp_path / "dhrcl-full-seed2", seed=2)
+    launch = vd.dhrcl_launch(
+        cfg,
+        "full",
+        train_files=str(tmp_path / "t.parquet"),
+        val_files=str(tmp_path / "v.parquet"),
+        init_model=str(tmp_path / "model"),
+        run_dir=tmp_path / "dhrcl-full-seed2",
+        seed=2,
+    )
     hc = launch.validate()
     assert hc.trainer.experiment_name == "dhrcl-full-seed2" and hc.data.seed == 2
     assert hc.actor_rollout_ref.rollout.seed == 2  # vLLM's sampling seed differs per seed, not only data order
@@ -205,15 +246,25 @@ def test_on_validate_drives_stage_actor_and_resumes(tmp_path, monkeypatch):
     run_dir = tmp_path / "dhrcl-full"
     run_dir.mkdir()
     ccfg = {"total_steps": 100, "eval_every": 1, "window": 2, "patience": 1, "min_steps": 0}
-    settings = {"variant": "full", "variant_def": vd.resolve_variant({}, "full"), "run_dir": str(run_dir),
-                "curriculum": ccfg}
+    settings = {
+        "variant": "full",
+        "variant_def": vd.resolve_variant({}, "full"),
+        "run_dir": str(run_dir),
+        "curriculum": ccfg,
+    }
     (run_dir / "settings.json").write_text(json.dumps({"settings": {"extra": settings}}))
     monkeypatch.setenv(SETTINGS_ENV, str(run_dir / "settings.json"))
 
     def val(step, syn, exe):
         trainer = SimpleNamespace(global_steps=step)
-        return vd.on_validate(trainer, {"val-aux/kodcode/r_syntax/mean@1": syn, "val-aux/kodcode/r_exec/mean@1": exe,
-                                        "val-aux/kodcode/r_pass/mean@1": 0.0})
+        return vd.on_validate(
+            trainer,
+            {
+                "val-aux/kodcode/r_syntax/mean@1": syn,
+                "val-aux/kodcode/r_exec/mean@1": exe,
+                "val-aux/kodcode/r_pass/mean@1": 0.0,
+            },
+        )
 
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:

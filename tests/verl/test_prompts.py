@@ -42,7 +42,9 @@ def test_resolve_and_the_error_names_the_key(tok_dirs):
     assert prompts.model_has_template(with_t) is True and prompts.model_has_template(without) is False
     assert prompts.model_has_template("LLM4Binary/llm4decompile-6.7b-v2") is None  # a hub id: unknown here
     assert prompts.resolve(None, True) == "tokenizer" and prompts.resolve("passthrough", False) == "passthrough"
-    with pytest.raises(prompts.ChatTemplateError, match=r"model.chat_template is not set and the tokenizer of .*without"):
+    with pytest.raises(
+        prompts.ChatTemplateError, match=r"model.chat_template is not set and the tokenizer of .*without"
+    ):
         chat_template_choice({"model": {"chat_template": None}}, "sft", str(without))
     with pytest.raises(prompts.ChatTemplateError, match=r"model.chat_template is 'tokenizer' but"):
         prompts.resolve("tokenizer", False, str(without))
@@ -86,17 +88,34 @@ def test_the_choice_reaches_the_launches_settings_and_evaluation(repo_root, tmp_
     assert cfg["model"]["chat_template"] == "passthrough"
     la = L.sft_launch(cfg, "skeleton", **launch_files(tmp_path), chat_template="passthrough")
     assert la.validate().codegrpo.chat_template == "passthrough"
-    s = run_settings(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files=[], val_files=[], init_model="/m",
-                     run_dir=tmp_path / "rl", chat_template="passthrough")
+    s = run_settings(
+        cfg,
+        cfg["skeleton_rl"],
+        "skeleton_rl",
+        train_files=[],
+        val_files=[],
+        init_model="/m",
+        run_dir=tmp_path / "rl",
+        chat_template="passthrough",
+    )
     assert s["chat_template"] == "passthrough"  # what settings.json holds (and its fingerprint covers)
-    g = L.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path, run_dir=tmp_path / "rl"),
-                      extra_overrides=["codegrpo.chat_template=passthrough"])
+    g = L.grpo_launch(
+        cfg,
+        cfg["skeleton_rl"],
+        "skeleton_rl",
+        **launch_files(tmp_path, run_dir=tmp_path / "rl"),
+        extra_overrides=["codegrpo.chat_template=passthrough"],
+    )
     assert g.validate().codegrpo.chat_template == "passthrough"
     # evaluation follows the training choice unless evaluate.decompile.use_chat_template says otherwise
     assert prompts.eval_uses_template(cfg) is False
     assert prompts.eval_uses_template({"model": {"chat_template": "tokenizer"}}) is True
-    assert prompts.eval_uses_template({"model": {"chat_template": "passthrough"},
-                                       "evaluate": {"decompile": {"use_chat_template": True}}}) is True
+    assert (
+        prompts.eval_uses_template(
+            {"model": {"chat_template": "passthrough"}, "evaluate": {"decompile": {"use_chat_template": True}}}
+        )
+        is True
+    )
     assert prompts.eval_uses_template(load_config(repo_root / "config.yaml")) is False
 
 

@@ -14,10 +14,7 @@ from codegrpo.rewards.compile import gcc_major
 
 REWARD_ENTRY = os.path.join(str(REPO_ROOT), "codegrpo", "verl", "reward_entry.py")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(gcc_major() != 12, reason="pinned compile outcomes need gcc 12"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(gcc_major() != 12, reason="pinned compile outcomes need gcc 12")]
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +48,21 @@ def build_batch(tok, prompts, responses, data_sources, gts, infos):
         rows_r.append(ri + [pad] * (R - len(ri)))
         mask.append([0] * (P - len(pi)) + [1] * len(pi) + [1] * n_valid + [0] * (R - n_valid))
     prompts_t, resp_t = torch.tensor(rows_p), torch.tensor(rows_r)
-    td = TensorDict({"prompts": prompts_t, "responses": resp_t, "input_ids": torch.cat([prompts_t, resp_t], 1),
-                     "attention_mask": torch.tensor(mask)}, batch_size=len(prompts))
-    nt = {"data_source": np.array(data_sources, dtype=object),
-          "reward_model": np.array([{"style": "rule", "ground_truth": g} for g in gts], dtype=object),
-          "extra_info": np.array(infos, dtype=object),
-          "uid": np.array([f"u{i // 2}" for i in range(len(prompts))], dtype=object)}
+    td = TensorDict(
+        {
+            "prompts": prompts_t,
+            "responses": resp_t,
+            "input_ids": torch.cat([prompts_t, resp_t], 1),
+            "attention_mask": torch.tensor(mask),
+        },
+        batch_size=len(prompts),
+    )
+    nt = {
+        "data_source": np.array(data_sources, dtype=object),
+        "reward_model": np.array([{"style": "rule", "ground_truth": g} for g in gts], dtype=object),
+        "extra_info": np.array(infos, dtype=object),
+        "uid": np.array([f"u{i // 2}" for i in range(len(prompts))], dtype=object),
+    }
     return DataProto(batch=td, non_tensor_batch=nt)
 
 
@@ -67,9 +73,15 @@ def _reward_fn(tok, manager, name, extra_overrides=()):
 
     cfg_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=cfg_dir, version_base=None):
-        cfg = compose("ppo_trainer", overrides=[f"custom_reward_function.path={os.path.abspath(REWARD_ENTRY)}",
-                                                f"custom_reward_function.name={name}",
-                                                f"reward_model.reward_manager={manager}", *extra_overrides])
+        cfg = compose(
+            "ppo_trainer",
+            overrides=[
+                f"custom_reward_function.path={os.path.abspath(REWARD_ENTRY)}",
+                f"custom_reward_function.name={name}",
+                f"reward_model.reward_manager={manager}",
+                *extra_overrides,
+            ],
+        )
     return load_reward_manager(cfg, tok, num_examine=0)
 
 
@@ -103,7 +115,7 @@ def test_structure_reward_through_verl_managers(tokenizer, rows, manager, name):
     # the pinned reference values: gt → 2.0 (index 5723), header null → 0.0, empty answer → 1.0
     assert sums[0] == 2.0 and sums[3] == 0.0 and sums[2] == 1.0
     # the score sits on the last valid response token
-    last = data.batch["attention_mask"][:, data.batch["prompts"].shape[-1]:].sum(-1) - 1
+    last = data.batch["attention_mask"][:, data.batch["prompts"].shape[-1] :].sum(-1) - 1
     for i, j in enumerate(last.tolist()):
         assert reward_tensor[i, j].item() == pytest.approx(sums[i])
 
@@ -114,11 +126,18 @@ def test_mixed_batch_with_identifier_reward(tokenizer, rows):
 
     samples = _samples(rows)[:6]
     prompts, resps, ds, gts, infos = map(list, zip(*samples))
-    ds = ["sk2decompile_structure", "sk2decompile_identifier", "sk2decompile_structure_sim",
-          "sk2decompile_identifier", "llm4decompile_exe", "sk2decompile_identifier"]
+    ds = [
+        "sk2decompile_structure",
+        "sk2decompile_identifier",
+        "sk2decompile_structure_sim",
+        "sk2decompile_identifier",
+        "llm4decompile_exe",
+        "sk2decompile_identifier",
+    ]
     data = build_batch(tokenizer, prompts, resps, ds, gts, infos)
-    reward_fn = _reward_fn(tokenizer, "batch", "compute_score_batch",
-                           ["+custom_reward_function.reward_kwargs.embedding.backend=local"])
+    reward_fn = _reward_fn(
+        tokenizer, "batch", "compute_score_batch", ["+custom_reward_function.reward_kwargs.embedding.backend=local"]
+    )
     reward_tensor, extra = compute_reward(data, reward_fn)
     expected = compute_score_batch(ds, resps, gts, infos, embedding={"backend": "local"})
     assert reward_tensor.sum(-1).tolist() == pytest.approx([e["score"] for e in expected], abs=1e-6)

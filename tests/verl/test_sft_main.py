@@ -27,7 +27,7 @@ def test_resumed_sft_sees_the_batches_after_its_checkpoint(offset):
         fresh = _run(*_loader(rows, world, rank, batch), epochs)
         loader, sampler = resume_loader(*_loader(rows, world, rank, batch), offset, seed=0)
         resumed = _run(loader, sampler, epochs)
-        assert resumed[:len(fresh) - offset] == fresh[offset:]
+        assert resumed[: len(fresh) - offset] == fresh[offset:]
 
 
 def test_sft_data_order_follows_the_seed():

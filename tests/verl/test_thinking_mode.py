@@ -15,7 +15,8 @@ QWEN3_LIKE = (
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
     "{%- if add_generation_prompt %}<|im_start|>assistant\n"
     "{%- if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{%- endif %}"
-    "{%- endif %}")
+    "{%- endif %}"
+)
 
 
 @pytest.fixture()
@@ -46,14 +47,24 @@ def test_training_and_evaluation_template_the_same_prompt(repo_root, model_dir, 
     messages = [{"role": "user", "content": "write a python function"}]
     trained = hf_tokenizer(str(model_dir)).apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     # evaluation: the generator's settings from the rule's params
-    params = SimpleNamespace(max_new_tokens=8, batch_size=1, max_prompt_tokens=64, use_chat_template=True, seed=0,
-                             vllm={"gpu_memory_utilization": 0.5, "max_model_len": None, "tensor_parallel_size": 1},
-                             temperature=0.0, top_p=1.0, n_samples=1, chat_template_kwargs=kwargs)
+    params = SimpleNamespace(
+        max_new_tokens=8,
+        batch_size=1,
+        max_prompt_tokens=64,
+        use_chat_template=True,
+        seed=0,
+        vllm={"gpu_memory_utilization": 0.5, "max_model_len": None, "tensor_parallel_size": 1},
+        temperature=0.0,
+        top_p=1.0,
+        n_samples=1,
+        chat_template_kwargs=kwargs,
+    )
     settings = GenerationSettings.from_params(params)
     from transformers import AutoTokenizer
 
-    evaluated = apply_template(AutoTokenizer.from_pretrained(model_dir), "write a python function", True,
-                               settings.chat_template_kwargs)
+    evaluated = apply_template(
+        AutoTokenizer.from_pretrained(model_dir), "write a python function", True, settings.chat_template_kwargs
+    )
     assert trained == evaluated
     assert ("<think>\n\n</think>" in trained) is (not thinking)
 
@@ -62,9 +73,15 @@ def test_dhrcl_launch_carries_the_switch(repo_root, tmp_path):
     from codegrpo.verl import dhrcl as vd
 
     cfg = load_config(repo_root / "config" / "paper.yaml")
-    launch = vd.dhrcl_launch(cfg, "full", train_files=str(tmp_path / "t.parquet"),
-                             val_files=str(tmp_path / "v.parquet"), init_model="Qwen/Qwen3-8B",
-                             run_dir=tmp_path / "dhrcl-full-seed0", seed=0)
+    launch = vd.dhrcl_launch(
+        cfg,
+        "full",
+        train_files=str(tmp_path / "t.parquet"),
+        val_files=str(tmp_path / "v.parquet"),
+        init_model="Qwen/Qwen3-8B",
+        run_dir=tmp_path / "dhrcl-full-seed0",
+        seed=0,
+    )
     assert dict(launch.validate().codegrpo.chat_template_kwargs) == {"enable_thinking": False}
 
 

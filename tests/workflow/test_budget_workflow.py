@@ -15,8 +15,13 @@ def test_snakemake_budget_cpu_default(snakemake_bin, tmp_path):
     cfg.update(results_dir=str(tmp_path / "results"), logs_dir=str(tmp_path / "logs"))
     path = tmp_path / "overlay.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    r = subprocess.run([snakemake_bin, "--nolock", "--cores", "1", "budget", "--configfile", str(path)], cwd=REPO,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [snakemake_bin, "--nolock", "--cores", "1", "budget", "--configfile", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     data = json.loads((tmp_path / "results" / "budget.json").read_text())
     assert data["device"] == "cpu" and data["problems"] == []

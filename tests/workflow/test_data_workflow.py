@@ -16,8 +16,7 @@ DATA_JOBS = {"data_ingest": 3, "data_normalize": 3, "data_headers": 3, "data_par
 
 
 def test_dry_run_plans_data_jobs(snakemake_bin, repo_root, tmp_path):
-    proc = run_snakemake("-n", "data", "--config", f"results_dir={tmp_path}/res",
-                      f"logs_dir={tmp_path}/logs")
+    proc = run_snakemake("-n", "data", "--config", f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/logs")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert job_counts(proc.stdout) == DATA_JOBS
 
@@ -46,8 +45,7 @@ def _config_with(repo_root, tmp_path, **changes) -> Path:
 @pytest.mark.slow
 def test_snakemake_data_run(snakemake_bin, repo_root, tmp_path):
     res = tmp_path / "res" / "data"
-    proc = run_snakemake("data", "--cores", "2", "--config", f"results_dir={tmp_path}/res",
-                      f"logs_dir={tmp_path}/logs")
+    proc = run_snakemake("data", "--cores", "2", "--config", f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/logs")
     assert proc.returncode == 0, proc.stderr[-4000:]
     rl = json.loads((res / "sk2d_rl_examples" / "summary.json").read_text())
     assert rl["records"] == 100 and rl["ingest"]["rejected"] == 0
@@ -61,8 +59,12 @@ def test_snakemake_data_run(snakemake_bin, repo_root, tmp_path):
     assert p2n["normalize"]["normalize"] is True
     assert p2n["normalize"]["kept"] + p2n["normalize"]["dropped"] == 20 == p2n["ingest"]["accepted"]
     assert "clang-format version" in p2n["normalize"]["clang_format"]
-    for role, stage, n in (("rl", "skeleton", 100), ("rl", "skin", 20), ("sft", "skeleton", p2n["records"]),
-                           ("sft", "skin", 20)):
+    for role, stage, n in (
+        ("rl", "skeleton", 100),
+        ("rl", "skin", 20),
+        ("sft", "skeleton", p2n["records"]),
+        ("sft", "skin", 20),
+    ):
         train = pd.read_parquet(res / role / f"{stage}.train.parquet")
         val = pd.read_parquet(res / role / f"{stage}.val.parquet")
         assert len(train) >= 1 and len(val) >= 1 and len(train) + len(val) == n
@@ -76,8 +78,7 @@ def test_snakemake_data_run(snakemake_bin, repo_root, tmp_path):
         assert len(pd.read_parquet(res / "kodcode" / f"{s}.parquet")) == kc["slices"][s]
     assert "headers: {'ok': " in (tmp_path / "logs" / "data_headers" / "sk2d_rl_examples.log").read_text()
     # nothing left to do: a second dry run plans no job
-    again = run_snakemake("-n", "data", "--config", f"results_dir={tmp_path}/res",
-                       f"logs_dir={tmp_path}/logs")
+    again = run_snakemake("-n", "data", "--config", f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/logs")
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
@@ -91,7 +92,9 @@ def test_bad_input_stops_run_or_is_quarantined(snakemake_bin, repo_root, tmp_pat
     assert proc.returncode != 0
     log = (tmp_path / "logs" / "data_ingest" / "bad_rl.log").read_text()
     assert f"{fixture}:3: field 'reward_model': missing" in log
-    assert not (tmp_path / "res" / "data" / "bad_rl").exists() or not any((tmp_path / "res" / "data" / "bad_rl").iterdir())
+    assert not (tmp_path / "res" / "data" / "bad_rl").exists() or not any(
+        (tmp_path / "res" / "data" / "bad_rl").iterdir()
+    )
 
     cfg = _config_with(repo_root, tmp_path, datasets=datasets, on_bad_record="quarantine")
     proc = run_snakemake("--configfile", str(cfg), "--cores", "1", target)

@@ -39,10 +39,12 @@ def test_dhrcl_plans_one_seed_or_all(snakemake_bin, tmp_path):
     two = {"dhrcl": {"seeds": [0, 1]}}
     every = _outputs(_plan(snakemake_bin, tmp_path, "dhrcl", overlay=two), "dhrcl_train")
     assert sorted(o.split(",")[0] for o in every) == sorted(
-        f"{tmp_path}/results/runs/dhrcl-{v}-seed{s}/done.json" for v in ("full", "baseline_pass_rate") for s in (0, 1))
+        f"{tmp_path}/results/runs/dhrcl-{v}-seed{s}/done.json" for v in ("full", "baseline_pass_rate") for s in (0, 1)
+    )
     one = _outputs(_plan(snakemake_bin, tmp_path, "dhrcl_seed1", overlay=two), "dhrcl_train")
     assert sorted(o.split(",")[0] for o in one) == sorted(
-        f"{tmp_path}/results/runs/dhrcl-{v}-seed1/done.json" for v in ("full", "baseline_pass_rate"))
+        f"{tmp_path}/results/runs/dhrcl-{v}-seed1/done.json" for v in ("full", "baseline_pass_rate")
+    )
     # evaluation follows the seeds: one job per seed's run, for all its code-generation benchmarks
     evals = _outputs(_plan(snakemake_bin, tmp_path, "evaluate", overlay=two), "eval_codegen")
     runs = [o.split(",")[0].split("/eval/")[1].split("/")[0] for o in evals]
@@ -71,12 +73,13 @@ def test_one_codegen_job_per_run(snakemake_bin, tmp_path, kind):
     gen = _outputs(out, "eval_codegen")
     assert sorted(map(_files, gen), key=sorted) == sorted(
         ({f"{ev}/{r}/{b}.samples.json" if b in bcb else f"{ev}/{r}/{b}.json" for b in benchmarks} for r in runs),
-        key=sorted)
-    assert sorted(_outputs(out, "eval_codegen", "log")) == sorted(f"{tmp_path}/logs/eval_codegen/{r}.log"
-                                                                   for r in runs)
+        key=sorted,
+    )
+    assert sorted(_outputs(out, "eval_codegen", "log")) == sorted(f"{tmp_path}/logs/eval_codegen/{r}.log" for r in runs)
     scored = _outputs(out, "eval_codegen_bcb")
     assert sorted(map(_files, scored), key=sorted) == sorted(
-        ({f"{ev}/{r}/{b}.json" for b in bcb} for r in runs if bcb), key=sorted)
+        ({f"{ev}/{r}/{b}.json" for b in bcb} for r in runs if bcb), key=sorted
+    )
     for line in _outputs(out, "eval_codegen_bcb", "input"):
         run = line.split(", ")[0].split("/runs/")[1].split("/")[0]
         assert {f"{ev}/{run}/{b}.samples.json" for b in bcb} <= _files(line)
@@ -114,7 +117,8 @@ def test_mbpp_decompile_is_planned_beside_humaneval(snakemake_bin, tmp_path, con
     assert len(_outputs(out, "eval_codegen")) == len(_outputs(out, "eval_codegen_bcb")) == n_runs
     base = _outputs(out, "eval_decompile_baseline")
     assert sorted(o.rsplit("/", 2)[-2] for o in base if o.endswith("mbpp_decompile.json")) == sorted(
-        cfg["mbpp"]["baselines"])
+        cfg["mbpp"]["baselines"]
+    )
     systems = _outputs(out, "eval_decompile_system")
     for name in (s["name"] for s in cfg["systems"]):
         assert any(o.endswith(f"/eval/{name}/mbpp_decompile.json") for o in systems)

@@ -25,6 +25,7 @@ from codegrpo.data.headers import BUILD_DIRS, gcc_syntax_check
 from codegrpo.data.ingest import unwrap_prompt
 
 from tests.conftest import REPO_ROOT as ROOT
+
 BUB = ROOT / "data/sk2decompile/bringupbench-merged.O0.func_map.infer.jsonl"
 HE = ROOT / "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 ARCHIVES = sorted((ROOT.parent / "shared/vendor/psychec").glob("psychec-original-*.tar.gz"))
@@ -78,10 +79,19 @@ def test_generated_files_feed_the_data_stages(snakemake_bin, repo_root, tmp_path
     cfg_path = tmp_path / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     res = tmp_path / "res" / "data"
-    targets = [str(res / role / f"{stage}.{split}.parquet") for role in ("rl", "sft")
-               for stage in ("skeleton", "skin") for split in ("train", "val")]
-    proc = subprocess.run([snakemake_bin, "--configfile", str(cfg_path), "--cores", "2", *targets],
-                          cwd=repo_root, capture_output=True, text=True, timeout=900)
+    targets = [
+        str(res / role / f"{stage}.{split}.parquet")
+        for role in ("rl", "sft")
+        for stage in ("skeleton", "skin")
+        for split in ("train", "val")
+    ]
+    proc = subprocess.run(
+        [snakemake_bin, "--configfile", str(cfg_path), "--cores", "2", *targets],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     log = tmp_path / "logs" / "data_generate" / "generate.log"
     assert proc.returncode == 0, proc.stderr[-4000:] + (log.read_text()[-3000:] if log.exists() else "")
 
@@ -137,9 +147,13 @@ def test_generated_files_feed_the_data_stages(snakemake_bin, repo_root, tmp_path
     assert all(body_key(gt["ground_truth"]) in srcs for gt in skin["reward_model"])
     # one function, one side: the split generation gave a function holds in all four training sets (a
     # function in skeleton-SFT train is never in skeleton-RL val)
-    side = {"skeleton": {r["reward_model"]["ground_truth"]: r["extra_info"]["split"] for r in sk},
-            "skin": {json.loads(x)["reward_model"]["ground_truth"]: json.loads(x)["extra_info"]["split"]
-                     for x in (gen / "rl_skin.jsonl").read_text().splitlines()}}
+    side = {
+        "skeleton": {r["reward_model"]["ground_truth"]: r["extra_info"]["split"] for r in sk},
+        "skin": {
+            json.loads(x)["reward_model"]["ground_truth"]: json.loads(x)["extra_info"]["split"]
+            for x in (gen / "rl_skin.jsonl").read_text().splitlines()
+        },
+    }
     assert set(side["skeleton"].values()) == {"train", "val"}
     for stage in ("skeleton", "skin"):
         for split in ("train", "val"):
@@ -160,9 +174,22 @@ def test_paper_config_plans_generation_from_the_hub(snakemake_bin, repo_root, tm
     assert cfg["data"]["sk2d_inputs"] == "generated"
     assert cfg["data"]["generate"]["source"]["hub_id"] == "LLM4Binary/decompile-ghidra-100k"
     assert cfg["data"]["kodcode"]["source"]["hub_id"].startswith("KodCode/")
-    proc = subprocess.run([snakemake_bin, "-n", "data", "--configfile", "config/paper.yaml", "--config",
-                           f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/logs"],
-                          cwd=repo_root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            snakemake_bin,
+            "-n",
+            "data",
+            "--configfile",
+            "config/paper.yaml",
+            "--config",
+            f"results_dir={tmp_path}/res",
+            f"logs_dir={tmp_path}/logs",
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout.split("Job stats:", 1)[1]
     jobs = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}

@@ -17,13 +17,21 @@ def test_data_kodcode_reads_the_release_copy(snakemake_bin, repo_root, data_dir,
     src = write_release(rows, tmp_path / "train-00000-of-00001.parquet")
     cfg = yaml.safe_load((repo_root / "config.yaml").read_text())
     cfg.update(results_dir=str(tmp_path / "res"), logs_dir=str(tmp_path / "logs"))
-    cfg["data"]["kodcode"].update(source={"path": str(src), "cache_dir": str(tmp_path / "hf")},
-                                  gpt_difficulty=["easy", "medium"], verify_solutions=True)
+    cfg["data"]["kodcode"].update(
+        source={"path": str(src), "cache_dir": str(tmp_path / "hf")},
+        gpt_difficulty=["easy", "medium"],
+        verify_solutions=True,
+    )
     cfg_path = tmp_path / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "res" / "data" / "kodcode"
-    proc = subprocess.run([snakemake_bin, "--configfile", str(cfg_path), "--cores", "2", str(out / "summary.json")],
-                          cwd=repo_root, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [snakemake_bin, "--configfile", str(cfg_path), "--cores", "2", str(out / "summary.json")],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["inputs"] == [str(src)] and summary["records_read"] == 20

@@ -10,6 +10,7 @@ import yaml
 
 from tests.conftest import REPO_ROOT as REPO
 from tests.conftest import job_counts, run_snakemake
+
 TARGETS = ["sft", "skeleton_rl", "skin_rl"]
 
 
@@ -52,8 +53,11 @@ def test_import_skips_training(snakemake_bin, tmp_path):
     from codegrpo.models import build_tiny_model, load_model
 
     build_tiny_model(tmp_path / "given", ["int f(int a) { return a; }"] * 30, vocab_size=300)
-    overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs"),
-               "sft": {"import": {"skeleton": str(tmp_path / "given"), "skin": None}}}
+    overlay = {
+        "results_dir": str(tmp_path / "results"),
+        "logs_dir": str(tmp_path / "logs"),
+        "sft": {"import": {"skeleton": str(tmp_path / "given"), "skin": None}},
+    }
     done = tmp_path / "results" / "runs" / "sft_skeleton" / "done.json"
     r = run_snakemake("-c1", str(done), overlay=overlay, tmp_path=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -79,7 +83,9 @@ def test_cpu_training_chain(cpu_chain):
         assert steps == [1, 2], run
         load_model(runs / run / "hf")
     # the chain: each stage started from the previous one's exported model
-    assert json.loads((runs / "skeleton_rl" / "done.json").read_text())["init_model"] == str(runs / "sft_skeleton" / "hf")
+    assert json.loads((runs / "skeleton_rl" / "done.json").read_text())["init_model"] == str(
+        runs / "sft_skeleton" / "hf"
+    )
     assert json.loads((runs / "sft_skin" / "done.json").read_text())["init_model"] == str(runs / "skeleton_rl" / "hf")
     last = json.loads((runs / "skin_rl" / "metrics.jsonl").read_text().splitlines()[-1])
     assert "reward/cosine/mean" in last and "actor/kl_loss" in last

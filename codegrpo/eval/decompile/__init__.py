@@ -36,30 +36,92 @@ from typing import Mapping, Sequence
 
 from codegrpo.contracts import gcc_version
 from codegrpo.eval.decompile.data import (
-    C_NAME_RE, DecompileTask, EvalDataError, HE_FIELDS, LEVELS, NSP_FIELDS, PROTOCOLS, SKELETON_PROMPT,
-    SKIN_PROMPT, check_eval_set, detect_schema, fetch_eval_file, file_sha256, load_eval_set,
-    load_humaneval_decompile, load_normsrcpseudo,
+    C_NAME_RE,
+    DecompileTask,
+    EvalDataError,
+    HE_FIELDS,
+    LEVELS,
+    NSP_FIELDS,
+    PROTOCOLS,
+    SKELETON_PROMPT,
+    SKIN_PROMPT,
+    check_eval_set,
+    detect_schema,
+    fetch_eval_file,
+    file_sha256,
+    load_eval_set,
+    load_humaneval_decompile,
+    load_normsrcpseudo,
 )
 from codegrpo.eval.decompile.execution import (
-    ExecOutcome, build_programs, c_hack_patterns, check_program, exit_guard, reexecutability,
-    restore_function_name, split_includes, summarize_records,
+    ExecOutcome,
+    build_programs,
+    c_hack_patterns,
+    check_program,
+    exit_guard,
+    reexecutability,
+    restore_function_name,
+    split_includes,
+    summarize_records,
 )
 from codegrpo.eval.decompile.inference import (
-    DEFAULT_STYLE, make_normalizer, sk2d_two_phase, skeleton_prompt, skin_prompt, two_phase,
+    DEFAULT_STYLE,
+    make_normalizer,
+    sk2d_two_phase,
+    skeleton_prompt,
+    skin_prompt,
+    two_phase,
 )
 from codegrpo.eval.decompile.identifier import (
-    identifier_scores, load_bringupbench, mean, metric_embedding, metric_embedding_config,
+    identifier_scores,
+    load_bringupbench,
+    mean,
+    metric_embedding,
+    metric_embedding_config,
 )
 
 __all__ = [
-    'BASELINES', 'C_NAME_RE', 'DEFAULT_STYLE', 'DecompileTask', 'EvalDataError', 'ExecOutcome',
-    'HE_FIELDS', 'LEVELS', 'NSP_FIELDS', 'PROTOCOLS', 'SKELETON_PROMPT', 'SKIN_PROMPT',
-    'baseline_outputs', 'build_programs', 'c_hack_patterns', 'check_eval_set', 'check_program',
-    'detect_schema', 'exit_guard', 'fetch_eval_file', 'file_sha256', 'identifier_scores',
-    'load_bringupbench', 'load_eval_set', 'load_humaneval_decompile', 'load_normsrcpseudo',
-    'make_normalizer', 'mean', 'metric_embedding', 'metric_embedding_config', 'reexecutability',
-    'restore_function_name', 'run_baseline', 'run_bringupbench_identifier', 'run_system',
-    'sk2d_two_phase', 'skeleton_prompt', 'skin_prompt', 'split_includes', 'summarize_records', 'two_phase',
+    "BASELINES",
+    "C_NAME_RE",
+    "DEFAULT_STYLE",
+    "DecompileTask",
+    "EvalDataError",
+    "ExecOutcome",
+    "HE_FIELDS",
+    "LEVELS",
+    "NSP_FIELDS",
+    "PROTOCOLS",
+    "SKELETON_PROMPT",
+    "SKIN_PROMPT",
+    "baseline_outputs",
+    "build_programs",
+    "c_hack_patterns",
+    "check_eval_set",
+    "check_program",
+    "detect_schema",
+    "exit_guard",
+    "fetch_eval_file",
+    "file_sha256",
+    "identifier_scores",
+    "load_bringupbench",
+    "load_eval_set",
+    "load_humaneval_decompile",
+    "load_normsrcpseudo",
+    "make_normalizer",
+    "mean",
+    "metric_embedding",
+    "metric_embedding_config",
+    "reexecutability",
+    "restore_function_name",
+    "run_baseline",
+    "run_bringupbench_identifier",
+    "run_system",
+    "sk2d_two_phase",
+    "skeleton_prompt",
+    "skin_prompt",
+    "split_includes",
+    "summarize_records",
+    "two_phase",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,24 +152,38 @@ def baseline_outputs(kind: str, tasks: Sequence[DecompileTask], protocol: str, s
     for t in tasks:
         if kind == "gold":
             # sk2decompile: the func field as is (its includes live in func_dep); llm4decompile: includes moved up
-            out[t.key] = (t.c_func if protocol == "sk2decompile" and t.func_dep is not None
-                          else split_includes(t.c_func)[1][0].strip() + "\n")
+            out[t.key] = (
+                t.c_func
+                if protocol == "sk2decompile" and t.func_dep is not None
+                else split_includes(t.c_func)[1][0].strip() + "\n"
+            )
         elif t.decompiled:
             text = dict(t.decompiled)[kind]
             out[t.key] = decompiler_text(text, t.func_name) if protocol == "sk2decompile" else text
         elif kind == "ghidra":
             out[t.key] = decompiler_text(t.pseudo, t.func_name) if protocol == "sk2decompile" else t.pseudo
         else:
-            raise EvalDataError(f"{source}: the {kind!r} row needs an evaluation file with {kind}_pseudo fields "
-                                f"(normsrcpseudo schema)")
+            raise EvalDataError(
+                f"{source}: the {kind!r} row needs an evaluation file with {kind}_pseudo fields (normsrcpseudo schema)"
+            )
     return out
 
 
-def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.PathLike, *, levels=LEVELS,
-                 tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
-                 sandbox_limits: Mapping | None = None, cfg: Mapping | None = None,
-                 benchmark: str = "humaneval_decompile", protocol: str = "llm4decompile",
-                 cache_dir: str | os.PathLike | None = None) -> dict:
+def run_baseline(
+    kind: str,
+    data_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    levels=LEVELS,
+    tasks_per_level: int | None = None,
+    workers: int = 1,
+    timeout: float = 10.0,
+    sandbox_limits: Mapping | None = None,
+    cfg: Mapping | None = None,
+    benchmark: str = "humaneval_decompile",
+    protocol: str = "llm4decompile",
+    cache_dir: str | os.PathLike | None = None,
+) -> dict:
     """Score a row that needs no model: ``gold`` (must be 100%), ``ghidra`` or ``ida`` (raw decompiler output)."""
     from codegrpo.eval import provenance
     from codegrpo.io import write_json
@@ -116,15 +192,32 @@ def run_baseline(kind: str, data_path: str | os.PathLike, out_path: str | os.Pat
         raise ValueError(f"unknown baseline {kind!r}; known: {sorted(BASELINES)}")
     tasks = load_eval_set(data_path, levels, tasks_per_level, cache_dir)
     outputs = baseline_outputs(kind, tasks, protocol, str(data_path))
-    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
-                          desc=f"re-exec {kind} {benchmark}", protocol=protocol,
-                          restore_names=protocol != "sk2decompile", from_file=False)
+    res = reexecutability(
+        tasks,
+        outputs,
+        workers=workers,
+        timeout=timeout,
+        sandbox_limits=sandbox_limits,
+        desc=f"re-exec {kind} {benchmark}",
+        protocol=protocol,
+        restore_names=protocol != "sk2decompile",
+        from_file=False,
+    )
     label, note = BASELINES[kind]
-    result = {"kind": "decompile", "benchmark": benchmark, "system": kind, "label": label,
-              "variant": None, "input_note": note, "data": str(data_path),
-              "data_sha256": file_sha256(data_path, cache_dir), "protocol": protocol,
-              "input_field": None,
-              "provenance": provenance(None, dict(cfg or {}), gcc=_gcc()), **res}
+    result = {
+        "kind": "decompile",
+        "benchmark": benchmark,
+        "system": kind,
+        "label": label,
+        "variant": None,
+        "input_note": note,
+        "data": str(data_path),
+        "data_sha256": file_sha256(data_path, cache_dir),
+        "protocol": protocol,
+        "input_field": None,
+        "provenance": provenance(None, dict(cfg or {}), gcc=_gcc()),
+        **res,
+    }
     write_json(out_path, result)
     return result
 
@@ -134,15 +227,32 @@ def _gcc() -> str:
     return gcc_version("gcc") or "unavailable"
 
 
-def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.PathLike | None,
-               data_path: str | os.PathLike, out_path: str | os.PathLike, *, settings, backend: str = "auto",
-               levels=LEVELS, tasks_per_level: int | None = None, workers: int = 1, timeout: float = 10.0,
-               label: str | None = None, variant: str | None = None, identifier: bool = False,
-               embedding: Mapping | None = None, normalizer_style: str = DEFAULT_STYLE,
-               sandbox_limits: Mapping | None = None, cfg: Mapping | None = None,
-               benchmark: str = "humaneval_decompile", protocol: str = "llm4decompile",
-               cache_dir: str | os.PathLike | None = None, embedding_log: str | os.PathLike | None = None,
-               input_field: str | None = None) -> dict:
+def run_system(
+    name: str,
+    skeleton_dir: str | os.PathLike,
+    skin_dir: str | os.PathLike | None,
+    data_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    settings,
+    backend: str = "auto",
+    levels=LEVELS,
+    tasks_per_level: int | None = None,
+    workers: int = 1,
+    timeout: float = 10.0,
+    label: str | None = None,
+    variant: str | None = None,
+    identifier: bool = False,
+    embedding: Mapping | None = None,
+    normalizer_style: str = DEFAULT_STYLE,
+    sandbox_limits: Mapping | None = None,
+    cfg: Mapping | None = None,
+    benchmark: str = "humaneval_decompile",
+    protocol: str = "llm4decompile",
+    cache_dir: str | os.PathLike | None = None,
+    embedding_log: str | os.PathLike | None = None,
+    input_field: str | None = None,
+) -> dict:
     """Two-phase inference with the given model folders, then re-executability (and identifier quality).
 
     ``protocol="sk2decompile"``: the reference's inference and scoring (:func:`sk2d_two_phase`), the model input
@@ -179,8 +289,15 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
     else:
         gen = two_phase(tasks, skel, skin, make_normalizer(normalizer_style))
         outputs = {k: v["output"] for k, v in gen.items()}
-    res = reexecutability(tasks, outputs, workers=workers, timeout=timeout, sandbox_limits=sandbox_limits,
-                          desc=f"re-exec {name} {benchmark}", protocol=protocol)
+    res = reexecutability(
+        tasks,
+        outputs,
+        workers=workers,
+        timeout=timeout,
+        sandbox_limits=sandbox_limits,
+        desc=f"re-exec {name} {benchmark}",
+        protocol=protocol,
+    )
     for rec in res["records"]:
         g = gen[f"{rec['task_id']}_{rec['opt']}"]
         if reference:
@@ -188,26 +305,45 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
         else:
             rec["input"], rec["ir"] = g["input"], g["ir"]
     if reference:
-        note = (f"the evaluation file's {input_field} field as is (sk2decompile_inf.py --decompiler {input_field}), "
-                f"raw prompts{' in the chat template' if settings.use_chat_template else ''}"
-                + ("; IR only: phase 1's output scored with the reference's name replacement (reconstructed)"
-                   if not skin_dir else ""))
+        note = (
+            f"the evaluation file's {input_field} field as is (sk2decompile_inf.py --decompiler {input_field}), "
+            f"raw prompts{' in the chat template' if settings.use_chat_template else ''}"
+            + (
+                "; IR only: phase 1's output scored with the reference's name replacement (reconstructed)"
+                if not skin_dir
+                else ""
+            )
+        )
     elif ida_inputs:
         note = "IDA pseudo-code (ida_pseudo) through this project's pseudo-code normaliser"
     else:
-        note = ("Ghidra pseudo-code through this project's pseudo-code normaliser (the reference uses "
-                "IDA-normalised pseudo-code, not in this evaluation file)")
+        note = (
+            "Ghidra pseudo-code through this project's pseudo-code normaliser (the reference uses "
+            "IDA-normalised pseudo-code, not in this evaluation file)"
+        )
     result = {
-        "kind": "decompile", "benchmark": benchmark, "system": name, "label": label or name,
-        "variant": variant, "protocol": protocol, "input_field": input_field if reference else None,
-        "ir_only": not skin_dir, "chat_template": bool(settings.use_chat_template),
-        "max_new_tokens": settings.max_new_tokens, "temperature": settings.temperature,
+        "kind": "decompile",
+        "benchmark": benchmark,
+        "system": name,
+        "label": label or name,
+        "variant": variant,
+        "protocol": protocol,
+        "input_field": input_field if reference else None,
+        "ir_only": not skin_dir,
+        "chat_template": bool(settings.use_chat_template),
+        "max_new_tokens": settings.max_new_tokens,
+        "temperature": settings.temperature,
         "input_note": note,
-        "data": str(data_path), "data_sha256": file_sha256(data_path, cache_dir),
+        "data": str(data_path),
+        "data_sha256": file_sha256(data_path, cache_dir),
         "models": {"skeleton": str(skeleton_dir), "skin": str(skin_dir) if skin_dir else None},
         "backend": backends[0],
-        "provenance": provenance(f"{skeleton_dir}" + (f" + {skin_dir}" if skin_dir else ""), dict(cfg or {}),
-                                 gcc=_gcc(), training_runs=training_runs(skeleton_dir, skin_dir)),
+        "provenance": provenance(
+            f"{skeleton_dir}" + (f" + {skin_dir}" if skin_dir else ""),
+            dict(cfg or {}),
+            gcc=_gcc(),
+            training_runs=training_runs(skeleton_dir, skin_dir),
+        ),
         **res,
     }
     if identifier:
@@ -222,10 +358,16 @@ def run_system(name: str, skeleton_dir: str | os.PathLike, skin_dir: str | os.Pa
     return result
 
 
-def run_bringupbench_identifier(data_path: str | os.PathLike, out_path: str | os.PathLike, *,
-                                columns: Sequence[str] = ("infer-out-model1", "infer-out-model2"),
-                                limit: int | None = None, embedding: Mapping | None = None,
-                                cfg: Mapping | None = None, embedding_log: str | os.PathLike | None = None) -> dict:
+def run_bringupbench_identifier(
+    data_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    columns: Sequence[str] = ("infer-out-model1", "infer-out-model2"),
+    limit: int | None = None,
+    embedding: Mapping | None = None,
+    cfg: Mapping | None = None,
+    embedding_log: str | os.PathLike | None = None,
+) -> dict:
     """Identifier quality of the shipped BringUpBench outputs of the reference models against the source.
 
     ``embedding``: the metric's embedding section (:func:`metric_embedding_config`; the configured model, served
@@ -245,11 +387,23 @@ def run_bringupbench_identifier(data_path: str | os.PathLike, out_path: str | os
         for col in columns:
             vals = identifier_scores([r[col] for r in rows], refs, embedding=overrides)
             scores[f"reference {col}"] = {"mean": mean(vals), "n": len(vals)}
-            log.info("bringupbench %s: identifier score %.4f over %d functions (%s model %s)", col, mean(vals),
-                     len(vals), used["backend"], used["model"])
-    result = {"kind": "identifier", "benchmark": "bringupbench_O0", "system": "reference_outputs",
-              "label": "reference model outputs", "data": str(data_path), "embedding": used,
-              "provenance": provenance("LLM4Binary sk2decompile (shipped outputs)", dict(cfg or {})),
-              "scores": scores}
+            log.info(
+                "bringupbench %s: identifier score %.4f over %d functions (%s model %s)",
+                col,
+                mean(vals),
+                len(vals),
+                used["backend"],
+                used["model"],
+            )
+    result = {
+        "kind": "identifier",
+        "benchmark": "bringupbench_O0",
+        "system": "reference_outputs",
+        "label": "reference model outputs",
+        "data": str(data_path),
+        "embedding": used,
+        "provenance": provenance("LLM4Binary sk2decompile (shipped outputs)", dict(cfg or {})),
+        "scores": scores,
+    }
     write_json(out_path, result)
     return result

@@ -25,8 +25,6 @@ PROTOCOLS = ("sk2decompile", "llm4decompile")
 C_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-
-
 class EvalDataError(ValueError):
     """A benchmark file is malformed; the message names the file, the entry and the field."""
 
@@ -48,8 +46,9 @@ class DecompileTask:
         return f"{self.task_id}_{self.opt}"
 
 
-def load_humaneval_decompile(path: str | os.PathLike, levels: Sequence[str] = LEVELS,
-                             tasks_per_level: int | None = None) -> list[DecompileTask]:
+def load_humaneval_decompile(
+    path: str | os.PathLike, levels: Sequence[str] = LEVELS, tasks_per_level: int | None = None
+) -> list[DecompileTask]:
     """Read a HumanEval-Decompile JSON file (a list of objects with ``HE_FIELDS``).
 
     ``tasks_per_level`` keeps the first N task ids of each level (the CPU default evaluates a subset).
@@ -76,8 +75,9 @@ def _read_json_list(path: Path):
     return data
 
 
-def _check_row(path: Path, i: int, row, fields: Sequence[str], strings: Sequence[str],
-               notes: Mapping[str, str] | None = None) -> None:
+def _check_row(
+    path: Path, i: int, row, fields: Sequence[str], strings: Sequence[str], notes: Mapping[str, str] | None = None
+) -> None:
     """Entry ``i`` of ``path`` is an object with every field of ``fields`` (a missing one named, with its note from
     ``notes``) and a string in every field of ``strings``; else EvalDataError naming the file, entry and field."""
     if not isinstance(row, dict):
@@ -93,8 +93,9 @@ def _check_row(path: Path, i: int, row, fields: Sequence[str], strings: Sequence
 def _level_and_id(path: Path, i: int, row: Mapping, level_field: str, id_field: str) -> int:
     """Entry ``i``'s optimisation level (``level_field``, one of LEVELS) checked, and its integer ``id_field``."""
     if row[level_field] not in LEVELS:
-        raise EvalDataError(f"{path}: entry {i}: field {level_field!r} is {row[level_field]!r}, expected one of "
-                            f"{LEVELS}")
+        raise EvalDataError(
+            f"{path}: entry {i}: field {level_field!r} is {row[level_field]!r}, expected one of {LEVELS}"
+        )
     try:
         return int(row[id_field])
     except (TypeError, ValueError) as exc:
@@ -111,8 +112,13 @@ def _first_per_level(tasks: list[DecompileTask], levels: Sequence[str], n: int |
     return keep
 
 
-def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, tasks_per_level: int | None = None,
-                       language: str = "c", input_field: str = "ida_pseudo") -> list[DecompileTask]:
+def load_normsrcpseudo(
+    path: str | os.PathLike,
+    levels: Sequence[str] = LEVELS,
+    tasks_per_level: int | None = None,
+    language: str = "c",
+    input_field: str = "ida_pseudo",
+) -> list[DecompileTask]:
     """Read an SK²Decompile evaluation file (``humaneval_normsrcpseudo.json`` / ``mbpp_normsrcpseudo.json``).
 
     A JSON list of objects with ``NSP_FIELDS`` (extra fields such as ``ida_pseudo_norm`` or ``asm`` are
@@ -133,15 +139,25 @@ def load_normsrcpseudo(path: str | os.PathLike, levels: Sequence[str] = LEVELS, 
         if not C_NAME_RE.match(row["func_name"]):
             raise EvalDataError(f"{path}: entry {i}: field 'func_name' is not a C identifier: {row['func_name']!r}")
         if row["opt"] in levels:
-            tasks.append(DecompileTask(index, row["opt"], row["func"], row["test"], row[input_field],
-                                       func_name=row["func_name"], func_dep=row["func_dep"],
-                                       decompiled=(("ida", row["ida_pseudo"]), ("ghidra", row["ghidra_pseudo"])),
-                                       input_field=input_field))
+            tasks.append(
+                DecompileTask(
+                    index,
+                    row["opt"],
+                    row["func"],
+                    row["test"],
+                    row[input_field],
+                    func_name=row["func_name"],
+                    func_dep=row["func_dep"],
+                    decompiled=(("ida", row["ida_pseudo"]), ("ghidra", row["ghidra_pseudo"])),
+                    input_field=input_field,
+                )
+            )
     return _first_per_level(tasks, levels, tasks_per_level)
 
 
-def fetch_eval_file(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                    timeout: float = 120.0) -> Path:
+def fetch_eval_file(
+    source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, timeout: float = 120.0
+) -> Path:
     """A local path for ``source``: the path itself, or an http(s) URL's copy in ``cache_dir`` (default: the run's
     URL cache, :func:`codegrpo.hub.fetch_url`), downloaded there once unless the job runs offline."""
     from codegrpo.hub import HubError, fetch_url
@@ -176,12 +192,18 @@ def detect_schema(path: str | os.PathLike) -> str:
         return "normsrcpseudo"
     if "c_func" in first:
         return "humaneval_legacy"
-    raise EvalDataError(f"{path}: entry 0: neither the normsrcpseudo fields {NSP_FIELDS} nor the "
-                        f"HumanEval-Decompile fields {HE_FIELDS}")
+    raise EvalDataError(
+        f"{path}: entry 0: neither the normsrcpseudo fields {NSP_FIELDS} nor the HumanEval-Decompile fields {HE_FIELDS}"
+    )
 
 
-def load_eval_set(source: str | os.PathLike, levels: Sequence[str] = LEVELS, tasks_per_level: int | None = None,
-                  cache_dir: str | os.PathLike | None = None, input_field: str | None = None) -> list[DecompileTask]:
+def load_eval_set(
+    source: str | os.PathLike,
+    levels: Sequence[str] = LEVELS,
+    tasks_per_level: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    input_field: str | None = None,
+) -> list[DecompileTask]:
     """Load either schema from a path or URL (see ``load_normsrcpseudo`` / ``load_humaneval_decompile``).
 
     ``input_field``: the model input field every row must have (None: the schema's legacy default, ``ida_pseudo``
@@ -192,20 +214,28 @@ def load_eval_set(source: str | os.PathLike, levels: Sequence[str] = LEVELS, tas
         tasks = load_normsrcpseudo(path, levels, tasks_per_level, input_field=input_field or "ida_pseudo")
     else:
         if input_field not in (None, "input_asm_prompt"):
-            raise EvalDataError(f"{path}: the configured model input field {input_field!r} is not in this file "
-                                f"(a legacy HumanEval-Decompile file: task_id, type, c_func, c_test, "
-                                f"input_asm_prompt); the reference protocol reads the normsrcpseudo files")
+            raise EvalDataError(
+                f"{path}: the configured model input field {input_field!r} is not in this file "
+                f"(a legacy HumanEval-Decompile file: task_id, type, c_func, c_test, "
+                f"input_asm_prompt); the reference protocol reads the normsrcpseudo files"
+            )
         tasks = load_humaneval_decompile(path, levels, tasks_per_level)
     present = {t.opt for t in tasks}
     empty = [lv for lv in levels if lv not in present]
     if empty:
-        raise EvalDataError(f"{path}: no tasks at level(s) {', '.join(empty)} (language c); the configured levels "
-                            f"are {list(levels)}")
+        raise EvalDataError(
+            f"{path}: no tasks at level(s) {', '.join(empty)} (language c); the configured levels are {list(levels)}"
+        )
     return tasks
 
 
-def check_eval_set(source: str | os.PathLike, protocol: str, input_field: str | None, levels: Sequence[str] = LEVELS,
-                   what: str = "evaluate.decompile") -> None:
+def check_eval_set(
+    source: str | os.PathLike,
+    protocol: str,
+    input_field: str | None,
+    levels: Sequence[str] = LEVELS,
+    what: str = "evaluate.decompile",
+) -> None:
     """Plan-time check of a local evaluation file (a URL is checked by its job before any model loads): readable,
     every row with the model input field the protocol reads, every configured level with tasks. Raises
     EvalDataError naming the file, the field or level, and the config section."""

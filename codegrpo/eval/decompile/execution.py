@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from codegrpo.sandbox import make_sandbox
-from codegrpo.eval.decompile.data import (
-    C_NAME_RE, DecompileTask, LEVELS, PROTOCOLS,
-)
+from codegrpo.eval.decompile.data import C_NAME_RE, DecompileTask, LEVELS, PROTOCOLS
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +38,9 @@ def split_includes(*texts: str) -> tuple[list[str], list[str]]:
     return includes, stripped
 
 
-def build_programs(decompiled: str, c_func: str, c_test: str, protocol: str = "llm4decompile",
-                   func_dep: str | None = None) -> tuple[str, str]:
+def build_programs(
+    decompiled: str, c_func: str, c_test: str, protocol: str = "llm4decompile", func_dep: str | None = None
+) -> tuple[str, str]:
     """Return (function-only translation unit, full test program) as the chosen protocol assembles them.
 
     ``sk2decompile``: ``func_dep + "\n" + candidate + "\n" + test`` (``func_dep`` defaults to the include
@@ -58,8 +57,6 @@ def build_programs(decompiled: str, c_func: str, c_test: str, protocol: str = "l
     only_func = f"{head}\n{decompiled}\n"
     full = f"{head}\n{decompiled}\n{test_body}\n"
     return only_func, full
-
-
 
 
 def restore_function_name(text: str, func_name: str) -> str:
@@ -100,8 +97,14 @@ class ExecOutcome:
 # Preprocessor and attribute tricks a candidate function can use to pass the test main without computing
 # anything: disabling or redefining ``assert``, renaming ``main`` or the exits, code that runs before main.
 _C_HACK_PATTERNS = (
-    ("preprocessor_override", re.compile(r"^\s*#\s*(define|undef)\s+(assert|NDEBUG|main|exit|_exit|_Exit|abort|"
-                                         r"return|if|printf|puts|write|fflush|memcmp|strcmp|fabs|abs)\b", re.M)),
+    (
+        "preprocessor_override",
+        re.compile(
+            r"^\s*#\s*(define|undef)\s+(assert|NDEBUG|main|exit|_exit|_Exit|abort|"
+            r"return|if|printf|puts|write|fflush|memcmp|strcmp|fabs|abs)\b",
+            re.M,
+        ),
+    ),
     ("constructor", re.compile(r"__attribute__\s*\(\(\s*(__)?(constructor|destructor)")),
 )
 
@@ -165,8 +168,9 @@ def exit_guard(full: str, sandbox, timeout: float = 10.0, compile_timeout: float
     (:data:`_C_GUARD_MAIN`); "early_exit" when it exits 0 without printing the nonce, else None (also when the
     guarded program does not compile, e.g. a ``void main``: the guard then cannot say)."""
     guard = _C_GUARD_MAIN.replace("@BUF@", "__cg_b" + os.urandom(8).hex())
-    res = sandbox.compile_c(full + "\n" + guard, timeout_s=compile_timeout,
-                            flags=("-O0", "-Dmain=__cg_test_main"), libs=("-lm",))
+    res = sandbox.compile_c(
+        full + "\n" + guard, timeout_s=compile_timeout, flags=("-O0", "-Dmain=__cg_test_main"), libs=("-lm",)
+    )
     if not res.ok:
         return None
     nonce = os.urandom(16).hex()
@@ -176,8 +180,14 @@ def exit_guard(full: str, sandbox, timeout: float = 10.0, compile_timeout: float
     return None if nonce in (run.stdout or "")[-200:] else "early_exit"
 
 
-def check_program(only_func: str | None, full: str, sandbox, timeout: float = 10.0,
-                  compile_timeout: float = 30.0, candidate: str | None = None) -> ExecOutcome:
+def check_program(
+    only_func: str | None,
+    full: str,
+    sandbox,
+    timeout: float = 10.0,
+    compile_timeout: float = 30.0,
+    candidate: str | None = None,
+) -> ExecOutcome:
     """Compile the function alone (``gcc -S``), then compile the test program and run it, all in the sandbox.
 
     ``only_func`` None (the sk2decompile protocol): no separate step; ``compiled`` is whether the full program
@@ -205,9 +215,18 @@ def check_program(only_func: str | None, full: str, sandbox, timeout: float = 10
     return ExecOutcome(compiled, True, "ok", "", hack)
 
 
-def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], *, workers: int = 1,
-                    timeout: float = 10.0, restore_names: bool = True, sandbox_limits: Mapping | None = None,
-                    desc: str = "re-executability", protocol: str = "llm4decompile", from_file: bool = True) -> dict:
+def reexecutability(
+    tasks: Sequence[DecompileTask],
+    outputs: Mapping[str, str],
+    *,
+    workers: int = 1,
+    timeout: float = 10.0,
+    restore_names: bool = True,
+    sandbox_limits: Mapping | None = None,
+    desc: str = "re-executability",
+    protocol: str = "llm4decompile",
+    from_file: bool = True,
+) -> dict:
     """Score ``outputs`` (task key -> decompiled C; a missing key scores as an empty output).
 
     ``sk2decompile``: exactly evaluate_exe.py's steps (:mod:`codegrpo.eval.sk2d_protocol`): the output as read
@@ -246,27 +265,45 @@ def reexecutability(tasks: Sequence[DecompileTask], outputs: Mapping[str, str], 
     results: dict[str, ExecOutcome] = {}
     # An empty (or whitespace-only) output is scored as neither compilable nor re-executable without running
     # gcc: the legacy harness would count the includes alone as a compilable "function".
-    empty = ({digest for task, digest, text in task_prog if not text.strip()} if protocol != "sk2decompile"
-             else set())
+    empty = {digest for task, digest, text in task_prog if not text.strip()} if protocol != "sk2decompile" else set()
     for digest in empty:
         results[digest] = ExecOutcome(False, False, "empty", "")
         jobs.pop(digest, None)
     with make_sandbox(workers, sandbox_limits) as sandbox, cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futs = {pool.submit(check_program, of, fu, sandbox, timeout, candidate=tx): d
-                for d, (of, fu, tx) in jobs.items()}
+        futs = {
+            pool.submit(check_program, of, fu, sandbox, timeout, candidate=tx): d for d, (of, fu, tx) in jobs.items()
+        }
         for fut in tqdm(cf.as_completed(futs), total=len(futs), desc=desc, unit="prog"):
             results[futs[fut]] = fut.result()
     records = []
     for task, digest, text in task_prog:
         o = results[digest]
-        records.append({"task_id": task.task_id, "opt": task.opt, "compiled": o.compiled, "passed": o.passed,
-                        "stage": o.stage, "detail": o.detail, "output": text, "program": jobs_all[digest][1],
-                        "hack": o.hack})
+        records.append(
+            {
+                "task_id": task.task_id,
+                "opt": task.opt,
+                "compiled": o.compiled,
+                "passed": o.passed,
+                "stage": o.stage,
+                "detail": o.detail,
+                "output": text,
+                "program": jobs_all[digest][1],
+                "hack": o.hack,
+            }
+        )
     summary = summarize_records(records)
     summary["protocol"] = protocol
-    log.info("%s: %d tasks (%d distinct programs, %d empty outputs), re-executability avg %.2f%%, "
-             "compilable avg %.2f%%, %.1f s", desc, len(records), len(jobs), sum(r["stage"] == "empty" for r in records),
-             summary["reexec_avg"], summary["compile_avg"], time.time() - t0)
+    log.info(
+        "%s: %d tasks (%d distinct programs, %d empty outputs), re-executability avg %.2f%%, "
+        "compilable avg %.2f%%, %.1f s",
+        desc,
+        len(records),
+        len(jobs),
+        sum(r["stage"] == "empty" for r in records),
+        summary["reexec_avg"],
+        summary["compile_avg"],
+        time.time() - t0,
+    )
     summary["records"] = records
     return summary
 
@@ -280,9 +317,16 @@ def summarize_records(records: Iterable[Mapping]) -> dict:
     reexec = {lv: 100.0 * sum(r["passed"] for r in by_level[lv]) / len(by_level[lv]) for lv in levels}
     comp = {lv: 100.0 * sum(r["compiled"] for r in by_level[lv]) / len(by_level[lv]) for lv in levels}
     counts = {lv: len(by_level[lv]) for lv in levels}
-    avg = (lambda d: sum(d.values()) / len(d) if d else 0.0)
+    avg = lambda d: sum(d.values()) / len(d) if d else 0.0
     # beside the reference's number: passing programs on which a harness guard fired (docs/sandbox.md)
     hacks = {lv: sum(1 for r in by_level[lv] if r.get("passed") and r.get("hack")) for lv in levels}
-    return {"levels": levels, "tasks_per_level": counts, "reexec": reexec, "reexec_avg": avg(reexec),
-            "compile": comp, "compile_avg": avg(comp), "hack_detected": hacks,
-            "hack_detected_total": sum(hacks.values())}
+    return {
+        "levels": levels,
+        "tasks_per_level": counts,
+        "reexec": reexec,
+        "reexec_avg": avg(reexec),
+        "compile": comp,
+        "compile_avg": avg(comp),
+        "hack_detected": hacks,
+        "hack_detected_total": sum(hacks.values()),
+    }

@@ -10,9 +10,7 @@ from typing import Mapping, Sequence
 
 from codegrpo.contracts import SK2D_IDENTIFIER
 from codegrpo.io import iter_jsonl
-from codegrpo.eval.decompile.data import (
-    EvalDataError,
-)
+from codegrpo.eval.decompile.data import EvalDataError
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +53,10 @@ def metric_embedding_config(cfg: Mapping) -> dict:
     override = dict(((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding") or {})
     unknown = sorted(set(override) - set(FIELD_TYPES) - set(SERVER_KEYS))
     if unknown:
-        raise ValueError(f"evaluate.decompile.embedding: unknown key(s) {unknown}; known: "
-                         f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}")
+        raise ValueError(
+            f"evaluate.decompile.embedding: unknown key(s) {unknown}; known: "
+            f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}"
+        )
     merged.update(override)
     return merged
 
@@ -79,10 +79,14 @@ def metric_embedding(section: Mapping | None, log_path: str | os.PathLike | None
             from codegrpo.services import embedding_service
 
             svc = stack.enter_context(embedding_service(section, log_path=log_path))
-            overrides.update(backend="openai", api_base=svc.env["CODEGRPO_EMBEDDING_API_BASE"],
-                             model=svc.env["CODEGRPO_EMBEDDING_MODEL"])
-            log.info("identifier metric: embedding server ready at %s (model %s)", overrides["api_base"],
-                     overrides["model"])
+            overrides.update(
+                backend="openai",
+                api_base=svc.env["CODEGRPO_EMBEDDING_API_BASE"],
+                model=svc.env["CODEGRPO_EMBEDDING_MODEL"],
+            )
+            log.info(
+                "identifier metric: embedding server ready at %s (model %s)", overrides["api_base"], overrides["model"]
+            )
         s = settings_from_env(overrides)
         desc = {"backend": s.backend, "variant": s.variant, "model": s.model, "served": bool(section.get("serve"))}
         if s.backend == "openai":
@@ -92,8 +96,13 @@ def metric_embedding(section: Mapping | None, log_path: str | os.PathLike | None
         yield overrides, desc
 
 
-def identifier_scores(outputs: Sequence[str], references: Sequence[str], extra_infos: Sequence[dict] | None = None,
-                      data_source: str = SK2D_IDENTIFIER, embedding: Mapping | None = None) -> list[float]:
+def identifier_scores(
+    outputs: Sequence[str],
+    references: Sequence[str],
+    extra_infos: Sequence[dict] | None = None,
+    data_source: str = SK2D_IDENTIFIER,
+    embedding: Mapping | None = None,
+) -> list[float]:
     """The identifier-naming reward (codegrpo.rewards registry) used as a metric.
 
     ``embedding`` (embedding setting overrides, see :func:`metric_embedding`) selects the embedding backend

@@ -5,13 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
-from codegrpo.eval.decompile.data import (
-    DecompileTask, SKELETON_PROMPT,
-    SKIN_PROMPT,
-)
-from codegrpo.eval.decompile.execution import (
-    restore_function_name,
-)
+from codegrpo.eval.decompile.data import DecompileTask, SKELETON_PROMPT, SKIN_PROMPT
+from codegrpo.eval.decompile.execution import restore_function_name
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +18,9 @@ log = logging.getLogger(__name__)
 DEFAULT_STYLE = "{BasedOnStyle: Google, DerivePointerAlignment: true}"
 
 
-def make_normalizer(style: str = DEFAULT_STYLE, timeout: float = 10.0,
-                    clang_format: str | None = None) -> Callable[[str], str]:
+def make_normalizer(
+    style: str = DEFAULT_STYLE, timeout: float = 10.0, clang_format: str | None = None
+) -> Callable[[str], str]:
     """The skeleton model's input: pseudo-code through the project's pseudo-code normaliser.
 
     Deviation from the reference (documented in docs/evaluation.md): the reference feeds IDA pseudo-code
@@ -37,8 +33,9 @@ def make_normalizer(style: str = DEFAULT_STYLE, timeout: float = 10.0,
     exe = normalize.find_clang_format(clang_format)
 
     def run(pseudo: str) -> str:
-        norm, _reason = normalize.normalize_pseudo(pseudo, exe=exe, timeout=timeout, min_lines=-1,
-                                                   max_lines=10**9, style=style)
+        norm, _reason = normalize.normalize_pseudo(
+            pseudo, exe=exe, timeout=timeout, min_lines=-1, max_lines=10**9, style=style
+        )
         if norm is None:
             return normalize.drop_blank_lines(normalize.pre_format(pseudo))
         return norm
@@ -78,8 +75,9 @@ def _run_phase(gen, prompts: list[str], desc: str, rendered: list | None = None)
             close()
 
 
-def two_phase(tasks: Sequence[DecompileTask], skeleton_gen, skin_gen=None,
-              normalizer: Callable[[str], str] | None = None) -> dict[str, dict]:
+def two_phase(
+    tasks: Sequence[DecompileTask], skeleton_gen, skin_gen=None, normalizer: Callable[[str], str] | None = None
+) -> dict[str, dict]:
     """Run phase 1 (and phase 2 when ``skin_gen`` is given) on every task.
 
     ``skeleton_gen`` / ``skin_gen`` are generators, or zero-argument callables that build one. A generator built
@@ -113,18 +111,24 @@ def sk2d_two_phase(tasks: Sequence[DecompileTask], skeleton_gen, skin_gen=None, 
     from codegrpo.eval import sk2d_protocol as sk2d
 
     shown1: list[str] = []
-    gen1 = [samples[0] for samples in _run_phase(skeleton_gen, [sk2d.phase1_prompt(t.pseudo) for t in tasks],
-                                                 "skeleton", shown1)]
+    gen1 = [
+        samples[0]
+        for samples in _run_phase(skeleton_gen, [sk2d.phase1_prompt(t.pseudo) for t in tasks], "skeleton", shown1)
+    ]
     shown2: list[str] = []
     if skin_gen is not None:
-        gen2 = [samples[0] for samples in _run_phase(skin_gen, [sk2d.phase2_prompt(g) for g in gen1], "skin",
-                                                     shown2)]
+        gen2 = [samples[0] for samples in _run_phase(skin_gen, [sk2d.phase2_prompt(g) for g in gen1], "skin", shown2)]
     else:
         gen2 = [None] * len(tasks)
     out = {}
     for i, t in enumerate(tasks):
         last = gen2[i] if gen2[i] is not None else gen1[i]
-        out[t.key] = {"input_field": t.input_field, "prompt_model1": shown1[i], "gen_result_model1": gen1[i],
-                      "prompt_model2": shown2[i] if shown2 else None, "gen_result_model2": gen2[i],
-                      "final_result": sk2d.final_output(last, t.func_name, strip)}
+        out[t.key] = {
+            "input_field": t.input_field,
+            "prompt_model1": shown1[i],
+            "gen_result_model1": gen1[i],
+            "prompt_model2": shown2[i] if shown2 else None,
+            "gen_result_model2": gen2[i],
+            "final_result": sk2d.final_output(last, t.func_name, strip),
+        }
     return out

@@ -19,33 +19,88 @@ into the run's URL cache, ``<HF_HOME>/codegrpo-urls``, by ``snakemake prefetch``
 dataset id.
 """
 
-
 from __future__ import annotations
 
 import logging
 from typing import Iterable, Mapping
 
 from codegrpo.eval.problems import Problem, SampleResult
-from codegrpo.eval.suites.bigcodebench import (bcb_canary, bcb_test_names, load_bigcodebench,
-                                               missing_modules, score_bigcodebench)
-from codegrpo.eval.suites.common import (BIGCODEBENCH, DISPLAY, DRIVER, EVALPLUS, LIVECODEBENCH,
-                                         SUITE_BENCHMARKS, BenchmarkDataError, driver_source, read_records,
-                                         resolve_source)
-from codegrpo.eval.suites.evalplus import (MBPP_NOT_NONE_TASKS, MBPP_SET_EQ_TASKS, load_evalplus,
-                                           mbpp_plus_inputs, mbpp_question, score_evalplus)
-from codegrpo.eval.suites.livecodebench import (LCB_PRELUDE, decode_lcb_tests, lcb_files, lcb_prompt,
-                                                load_lcb_solutions, load_livecodebench, score_livecodebench)
+from codegrpo.eval.suites.bigcodebench import (
+    bcb_canary,
+    bcb_test_names,
+    load_bigcodebench,
+    missing_modules,
+    score_bigcodebench,
+)
+from codegrpo.eval.suites.common import (
+    BIGCODEBENCH,
+    DISPLAY,
+    DRIVER,
+    EVALPLUS,
+    LIVECODEBENCH,
+    SUITE_BENCHMARKS,
+    BenchmarkDataError,
+    driver_source,
+    read_records,
+    resolve_source,
+)
+from codegrpo.eval.suites.evalplus import (
+    MBPP_NOT_NONE_TASKS,
+    MBPP_SET_EQ_TASKS,
+    load_evalplus,
+    mbpp_plus_inputs,
+    mbpp_question,
+    score_evalplus,
+)
+from codegrpo.eval.suites.livecodebench import (
+    LCB_PRELUDE,
+    decode_lcb_tests,
+    lcb_files,
+    lcb_prompt,
+    load_lcb_solutions,
+    load_livecodebench,
+    score_livecodebench,
+)
 
-__all__ = ["BIGCODEBENCH", "DISPLAY", "DRIVER", "EVALPLUS", "LIVECODEBENCH", "SUITE_BENCHMARKS",
-           "BenchmarkDataError", "LCB_PRELUDE", "driver_source", "MBPP_NOT_NONE_TASKS", "MBPP_SET_EQ_TASKS", "Problem",
-           "SampleResult", "bcb_canary", "bcb_test_names", "decode_lcb_tests", "describe", "lcb_files",
-           "lcb_prompt", "load_bigcodebench", "load_evalplus", "load_lcb_solutions", "load_livecodebench",
-           "load_suite", "mbpp_plus_inputs", "mbpp_question", "missing_modules", "read_records",
-           "resolve_source", "score_bigcodebench", "score_evalplus", "score_livecodebench", "suite_options",
-           "suite_scorer", "suite_summary"]
+__all__ = [
+    "BIGCODEBENCH",
+    "DISPLAY",
+    "DRIVER",
+    "EVALPLUS",
+    "LIVECODEBENCH",
+    "SUITE_BENCHMARKS",
+    "BenchmarkDataError",
+    "LCB_PRELUDE",
+    "driver_source",
+    "MBPP_NOT_NONE_TASKS",
+    "MBPP_SET_EQ_TASKS",
+    "Problem",
+    "SampleResult",
+    "bcb_canary",
+    "bcb_test_names",
+    "decode_lcb_tests",
+    "describe",
+    "lcb_files",
+    "lcb_prompt",
+    "load_bigcodebench",
+    "load_evalplus",
+    "load_lcb_solutions",
+    "load_livecodebench",
+    "load_suite",
+    "mbpp_plus_inputs",
+    "mbpp_question",
+    "missing_modules",
+    "read_records",
+    "resolve_source",
+    "score_bigcodebench",
+    "score_evalplus",
+    "score_livecodebench",
+    "suite_options",
+    "suite_scorer",
+    "suite_summary",
+]
 
 log = logging.getLogger(__name__)
-
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -60,11 +115,22 @@ def load_suite(benchmark: str, cfg: Mapping, limit: int | None = None) -> list[P
     if benchmark in EVALPLUS:
         return load_evalplus(benchmark, c["source"], limit)
     if benchmark in BIGCODEBENCH:
-        return load_bigcodebench(benchmark, c["source"], c.get("version") or "v0.1.4",
-                                 (cfg.get("bigcodebench") or {}).get("prompt", "instruct"), limit)
+        return load_bigcodebench(
+            benchmark,
+            c["source"],
+            c.get("version") or "v0.1.4",
+            (cfg.get("bigcodebench") or {}).get("prompt", "instruct"),
+            limit,
+        )
     if benchmark in LIVECODEBENCH:
-        return load_livecodebench(c["source"], c.get("version") or "release_v6", c.get("start_date"),
-                                  c.get("end_date"), limit, c.get("solutions"))
+        return load_livecodebench(
+            c["source"],
+            c.get("version") or "release_v6",
+            c.get("start_date"),
+            c.get("end_date"),
+            limit,
+            c.get("solutions"),
+        )
     raise ValueError(f"unknown suite benchmark {benchmark!r}; known: {SUITE_BENCHMARKS}")
 
 
@@ -106,6 +172,9 @@ def suite_summary(benchmark: str, results: Iterable[SampleResult]) -> dict:
         for lib in r.missing_libs or ():
             by_lib.setdefault(lib, set()).add(r.problem_id)
     if by_lib:
-        log.warning("%s: tasks failed for missing libraries: %s", benchmark,
-                    "; ".join(f"{k}: {len(v)}" for k, v in sorted(by_lib.items())))
+        log.warning(
+            "%s: tasks failed for missing libraries: %s",
+            benchmark,
+            "; ".join(f"{k}: {len(v)}" for k, v in sorted(by_lib.items())),
+        )
     return {"missing_libraries": {k: sorted(v) for k, v in sorted(by_lib.items())}}

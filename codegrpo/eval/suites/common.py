@@ -31,19 +31,28 @@ def driver_source() -> str:
     driver = DRIVER.read_text(encoding="utf-8")
     drop: set[int] = set()
     for node in parse_python(driver).body:
-        if isinstance(node, ast.ImportFrom) and (node.module == "__future__"
-                                                 or (node.module or "").split(".")[0] == "codegrpo"):
+        if isinstance(node, ast.ImportFrom) and (
+            node.module == "__future__" or (node.module or "").split(".")[0] == "codegrpo"
+        ):
             drop.update(range(node.lineno, node.end_lineno + 1))
     kept = "".join(line for n, line in enumerate(driver.splitlines(keepends=True), 1) if n not in drop)
     source = checks.rstrip("\n") + "\n\n\n" + kept
     for node in ast.walk(parse_python(source)):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         if any(n.split(".")[0] == "codegrpo" for n in names):
-            raise RuntimeError(f"the suite driver imports codegrpo (line {node.lineno} of its source), which the "
-                               f"sandbox cannot resolve; keep suite_checks.py and suite_driver.py standard library "
-                               f"only")
+            raise RuntimeError(
+                f"the suite driver imports codegrpo (line {node.lineno} of its source), which the "
+                f"sandbox cannot resolve; keep suite_checks.py and suite_driver.py standard library "
+                f"only"
+            )
     return source
+
 
 EVALPLUS = ("humaneval_plus", "mbpp_plus")
 BIGCODEBENCH = ("bigcodebench_full", "bigcodebench_hard")
@@ -51,9 +60,13 @@ LIVECODEBENCH = ("livecodebench",)
 SUITE_BENCHMARKS = EVALPLUS + BIGCODEBENCH + LIVECODEBENCH
 
 # Human-readable names (tables) of every benchmark the evaluation knows.
-DISPLAY = {"humaneval_plus": "HumanEval+", "mbpp_plus": "MBPP+", "bigcodebench_full": "BigCodeBench Full",
-           "bigcodebench_hard": "BigCodeBench Hard", "livecodebench": "LiveCodeBench"}
-
+DISPLAY = {
+    "humaneval_plus": "HumanEval+",
+    "mbpp_plus": "MBPP+",
+    "bigcodebench_full": "BigCodeBench Full",
+    "bigcodebench_hard": "BigCodeBench Hard",
+    "livecodebench": "LiveCodeBench",
+}
 
 
 class BenchmarkDataError(ValueError):
@@ -110,8 +123,9 @@ def need(path, line: int, rec: dict, fields: Mapping[str, type | tuple]) -> None
         if f not in rec:
             raise BenchmarkDataError(f"{path}: line {line}: field {f!r} is missing")
         if not isinstance(rec[f], typ):
-            raise BenchmarkDataError(f"{path}: line {line}: field {f!r} must be {_tname(typ)}, "
-                                     f"got {type(rec[f]).__name__}")
+            raise BenchmarkDataError(
+                f"{path}: line {line}: field {f!r} must be {_tname(typ)}, got {type(rec[f]).__name__}"
+            )
 
 
 def _tname(typ) -> str:
@@ -122,12 +136,15 @@ def _tname(typ) -> str:
 # EvalPlus
 
 
-
 def result_json(got: Mapping[str, bytes], res=None) -> dict:
     """The driver's result.json; a job killed at the sandbox's wall-clock limit reads as a timeout."""
     out = parse_result(got)
-    if res is not None and res.timed_out and out.get("status") in (None, "fail") and \
-            out.get("error") in (None, "did not finish"):
+    if (
+        res is not None
+        and res.timed_out
+        and out.get("status") in (None, "fail")
+        and out.get("error") in (None, "did not finish")
+    ):
         out.update(status="timeout", error="time limit of the sandbox job")
     return out
 
@@ -140,14 +157,26 @@ def parse_result(got: Mapping[str, bytes]) -> dict:
     return obj if isinstance(obj, dict) else {}
 
 
-def suite_verdict(sandbox, mode: str, task: dict, cand_files: Mapping[str, str | bytes], timeout_s: float,
-                   limits=None, runner_files: Mapping[str, bytes] | None = None) -> tuple[dict, object]:
+def suite_verdict(
+    sandbox,
+    mode: str,
+    task: dict,
+    cand_files: Mapping[str, str | bytes],
+    timeout_s: float,
+    limits=None,
+    runner_files: Mapping[str, bytes] | None = None,
+) -> tuple[dict, object]:
     """Run a suite job in two processes (``Sandbox.run_suite``): the verdict the trusted runner wrote, checked
     for the guards (a report the runner did not finish, a protocol violation by the solution's side). A guard
     that fired makes the sample fail and names itself in ``hack``."""
-    res, rep = sandbox.run_suite(driver_source(), mode,
-                                 {"task.pkl": pickle.dumps(task), **(runner_files or {})}, cand_files,
-                                 timeout_s=timeout_s, limits=limits)
+    res, rep = sandbox.run_suite(
+        driver_source(),
+        mode,
+        {"task.pkl": pickle.dumps(task), **(runner_files or {})},
+        cand_files,
+        timeout_s=timeout_s,
+        limits=limits,
+    )
     out = rep.get("verdict") if isinstance(rep.get("verdict"), dict) else {}
     hack = None
     if rep.get("supervisor_lost"):  # it killed (or wrote into) its supervisor on every attempt (shared uid)
@@ -165,8 +194,11 @@ def suite_verdict(sandbox, mode: str, task: dict, cand_files: Mapping[str, str |
     if not out or rep.get("done") is not True:
         err = rep.get("runner_error") if isinstance(rep.get("runner_error"), str) else None
         if res.timed_out:
-            return {"executed": bool(out.get("executed")), "status": "timeout",
-                    "error": "time limit of the sandbox job"}, res
+            return {
+                "executed": bool(out.get("executed")),
+                "status": "timeout",
+                "error": "time limit of the sandbox job",
+            }, res
         return {"executed": False, "status": "fail", "error": err or "no verdict from the runner"}, res
     return out, res
 
@@ -175,4 +207,5 @@ def exec_note(res) -> str:
     if res.timed_out:
         return "time limit"
     return (f"exit {res.returncode}" if res.returncode is not None else f"signal {res.signal}") + (
-        ": " + res.stderr[-300:] if res.stderr else "")
+        ": " + res.stderr[-300:] if res.stderr else ""
+    )

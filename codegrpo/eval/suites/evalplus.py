@@ -8,13 +8,29 @@ import threading
 from typing import Mapping
 
 from codegrpo.eval.problems import Problem, SampleResult, humaneval_program, humaneval_prompt, parses
-from codegrpo.eval.suites.common import (BenchmarkDataError, driver_source, exec_note, need, read_records,
-                                         resolve_source, result_json, suite_verdict)
+from codegrpo.eval.suites.common import (
+    BenchmarkDataError,
+    driver_source,
+    exec_note,
+    need,
+    read_records,
+    resolve_source,
+    result_json,
+    suite_verdict,
+)
 
 # EvalPlus special oracles (evalplus/eval/_special_oracle.py): MBPP+ tasks compared as sets, and tasks whose
 # outputs are only checked for being not None.
-MBPP_SET_EQ_TASKS = ("similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly",
-                     "larg_nnum", "intersection_array", "find_dissimilar", "Diff")
+MBPP_SET_EQ_TASKS = (
+    "similar_elements",
+    "find_char_long",
+    "common_in_nested_lists",
+    "extract_singly",
+    "larg_nnum",
+    "intersection_array",
+    "find_dissimilar",
+    "Diff",
+)
 MBPP_NOT_NONE_TASKS = ("check_str", "text_match_three", "text_starta_endb")
 
 
@@ -26,8 +42,30 @@ def mbpp_plus_inputs(task_id: str, inputs: list) -> list:
     """MBPP+ inputs as the tasks expect them: JSON has no tuples, sets or complex numbers, so EvalPlus restores
     them per task (evalplus/data/mbpp.py, ``mbpp_deserialize_inputs``); the same task numbers here."""
     n = int(str(task_id).rsplit("/", 1)[-1])
-    if n in {2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630, 726, 740,
-             744, 809}:
+    if n in {
+        2,
+        116,
+        132,
+        143,
+        222,
+        261,
+        273,
+        394,
+        399,
+        421,
+        424,
+        429,
+        470,
+        560,
+        579,
+        596,
+        616,
+        630,
+        726,
+        740,
+        744,
+        809,
+    }:
         return [[tuple(a) for a in inp] for inp in inputs]
     if n in {63, 64, 70, 94, 120, 237, 272, 299, 400, 409, 417, 438, 473, 614, 780}:
         return [[[tuple(x) for x in a] for a in inp] for inp in inputs]
@@ -56,8 +94,15 @@ def mbpp_plus_inputs(task_id: str, inputs: list) -> list:
     return inputs
 
 
-_EVALPLUS_FIELDS = {"task_id": str, "prompt": str, "entry_point": str, "canonical_solution": str,
-                    "base_input": list, "plus_input": list, "atol": (int, float)}
+_EVALPLUS_FIELDS = {
+    "task_id": str,
+    "prompt": str,
+    "entry_point": str,
+    "canonical_solution": str,
+    "base_input": list,
+    "plus_input": list,
+    "atol": (int, float),
+}
 # HumanEval+ carries HumanEval's check program in `test`; MBPP+ carries `assertion` (and, in some releases, the
 # original `test`). Neither is run: EvalPlus derives the expected outputs from the canonical solution.
 
@@ -74,8 +119,10 @@ def mbpp_question(prompt: str) -> str:
 def load_evalplus(benchmark: str, source: str | os.PathLike, limit: int | None = None) -> list[Problem]:
     kind, path = resolve_source(source)
     if kind != "file":
-        raise ValueError(f"{source}: EvalPlus releases are files (HumanEvalPlus-v*.jsonl.gz / MbppPlus-v*.jsonl.gz, "
-                         "a path or URL), not hub datasets")
+        raise ValueError(
+            f"{source}: EvalPlus releases are files (HumanEvalPlus-v*.jsonl.gz / MbppPlus-v*.jsonl.gz, "
+            "a path or URL), not hub datasets"
+        )
     dataset = "humaneval" if benchmark == "humaneval_plus" else "mbpp"
     fields = dict(_EVALPLUS_FIELDS, **({"assertion": str} if dataset == "mbpp" else {"test": str}))
     out = []
@@ -86,8 +133,9 @@ def load_evalplus(benchmark: str, source: str | os.PathLike, limit: int | None =
         for part in ("base_input", "plus_input"):
             for j, inp in enumerate(rec[part]):
                 if not isinstance(inp, list):
-                    raise BenchmarkDataError(f"{path}: line {line}: field {part!r}: input {j} must be a list of "
-                                             "arguments")
+                    raise BenchmarkDataError(
+                        f"{path}: line {line}: field {part!r}: input {j} must be a list of arguments"
+                    )
         base, plus = rec["base_input"], rec["plus_input"]
         if dataset == "mbpp":
             base, plus = mbpp_plus_inputs(rec["task_id"], base), mbpp_plus_inputs(rec["task_id"], plus)
@@ -97,13 +145,24 @@ def load_evalplus(benchmark: str, source: str | os.PathLike, limit: int | None =
             prefix = ""
         else:
             prompt, prefix = humaneval_prompt(rec["prompt"], rec["entry_point"]), rec["prompt"]
-        out.append(Problem(
-            problem_id=rec["task_id"], prompt=prompt, tests=rec.get("test") or rec.get("assertion", ""),
-            entry_point=rec["entry_point"],
-            reference=rec["prompt"] + rec["canonical_solution"], prefix=prefix,
-            extra={"suite": "evalplus", "dataset": dataset, "atol": float(rec["atol"] or 0),
-                   "inputs": {"base": base, "plus": plus}, "source": f"{path}:{line}",
-                   "lock": threading.Lock()}))
+        out.append(
+            Problem(
+                problem_id=rec["task_id"],
+                prompt=prompt,
+                tests=rec.get("test") or rec.get("assertion", ""),
+                entry_point=rec["entry_point"],
+                reference=rec["prompt"] + rec["canonical_solution"],
+                prefix=prefix,
+                extra={
+                    "suite": "evalplus",
+                    "dataset": dataset,
+                    "atol": float(rec["atol"] or 0),
+                    "inputs": {"base": base, "plus": plus},
+                    "source": f"{path}:{line}",
+                    "lock": threading.Lock(),
+                },
+            )
+        )
         if limit is not None and len(out) >= limit:
             break
     if not out:
@@ -129,34 +188,53 @@ def _ground_truth(problem: Problem, sandbox, cfg: Mapping) -> tuple[bytes, dict]
     ex = problem.extra
     with ex["lock"]:
         if "gt" not in ex:
-            task = {"entry_point": problem.entry_point, "inputs": ex["inputs"],
-                    "output_not_none": ex["dataset"] == "mbpp" and problem.entry_point in MBPP_NOT_NONE_TASKS}
-            res, got = sandbox.run_python(driver_source(), args=["evalplus_gt"],
-                                          files={"solution.py": problem.reference, "task.pkl": pickle.dumps(task)},
-                                          timeout_s=float(cfg.get("gt_timeout_s", 600)),
-                                          collect=["result.json", "expected.pkl"])
+            task = {
+                "entry_point": problem.entry_point,
+                "inputs": ex["inputs"],
+                "output_not_none": ex["dataset"] == "mbpp" and problem.entry_point in MBPP_NOT_NONE_TASKS,
+            }
+            res, got = sandbox.run_python(
+                driver_source(),
+                args=["evalplus_gt"],
+                files={"solution.py": problem.reference, "task.pkl": pickle.dumps(task)},
+                timeout_s=float(cfg.get("gt_timeout_s", 600)),
+                collect=["result.json", "expected.pkl"],
+            )
             info = result_json(got)
             if not info.get("ok") or "expected.pkl" not in got:
-                raise RuntimeError(f"{ex['source']}: task {problem.problem_id}: expected outputs not computed: "
-                                   f"{info.get('error') or exec_note(res)}")
+                raise RuntimeError(
+                    f"{ex['source']}: task {problem.problem_id}: expected outputs not computed: "
+                    f"{info.get('error') or exec_note(res)}"
+                )
             ex["gt"] = (got["expected.pkl"], info["times"])
         return ex["gt"]
-
 
 
 def score_evalplus(problem: Problem, code: str, sample: int, sandbox, timeout: float, cfg: Mapping) -> SampleResult:
     expected, times = _ground_truth(problem, sandbox, cfg)
     program = _evalplus_program(problem, code)
-    tmin, factor, cap = (float(cfg.get("min_time_limit_s", 4.0)), float(cfg.get("gt_time_limit_factor", 4.0)),
-                         float(cfg.get("task_timeout_s", 60.0)))
+    tmin, factor, cap = (
+        float(cfg.get("min_time_limit_s", 4.0)),
+        float(cfg.get("gt_time_limit_factor", 4.0)),
+        float(cfg.get("task_timeout_s", 60.0)),
+    )
     limits = {part: [max(tmin, factor * t) for t in ts] for part, ts in times.items()}
-    task = {"entry_point": problem.entry_point, "dataset": problem.extra["dataset"], "atol": problem.extra["atol"],
-            "inputs": problem.extra["inputs"], "time_limits": limits, "parts": ["base", "plus"],
-            "import_limit": cap, "set_eq_tasks": MBPP_SET_EQ_TASKS, "not_none_tasks": MBPP_NOT_NONE_TASKS,
-            "part_timeout": {part: min(cap, sum(v)) + 1 for part, v in limits.items()}}
+    task = {
+        "entry_point": problem.entry_point,
+        "dataset": problem.extra["dataset"],
+        "atol": problem.extra["atol"],
+        "inputs": problem.extra["inputs"],
+        "time_limits": limits,
+        "parts": ["base", "plus"],
+        "import_limit": cap,
+        "set_eq_tasks": MBPP_SET_EQ_TASKS,
+        "not_none_tasks": MBPP_NOT_NONE_TASKS,
+        "part_timeout": {part: min(cap, sum(v)) + 1 for part, v in limits.items()},
+    }
     wall = cap + sum(task["part_timeout"].values()) + 2
-    out, res = suite_verdict(sandbox, "evalplus", task, {"solution.py": program}, wall,
-                              runner_files={"expected.pkl": expected})
+    out, res = suite_verdict(
+        sandbox, "evalplus", task, {"solution.py": program}, wall, runner_files={"expected.pkl": expected}
+    )
     base, plus = out.get("base") or {}, out.get("plus") or {}
     base_ok = base.get("status") == "pass"
     plus_ok = base_ok and plus.get("status") == "pass"
@@ -165,7 +243,19 @@ def score_evalplus(problem: Problem, code: str, sample: int, sandbox, timeout: f
     detail = ""
     if not plus_ok:
         failed = base if not base_ok else plus
-        detail = (f"{'base' if not base_ok else 'plus'}: {failed.get('status', 'fail')}: "
-                  f"{failed.get('error') or out.get('error') or exec_note(res)}")[:300]
-    return SampleResult(problem.problem_id, sample, parses(program), bool(out.get("executed")), plus_ok,
-                        n_pass, n_test, detail, passed_base=base_ok, hack=out.get("hack"))
+        detail = (
+            f"{'base' if not base_ok else 'plus'}: {failed.get('status', 'fail')}: "
+            f"{failed.get('error') or out.get('error') or exec_note(res)}"
+        )[:300]
+    return SampleResult(
+        problem.problem_id,
+        sample,
+        parses(program),
+        bool(out.get("executed")),
+        plus_ok,
+        n_pass,
+        n_test,
+        detail,
+        passed_base=base_ok,
+        hack=out.get("hack"),
+    )

@@ -15,19 +15,46 @@ from typing import Mapping
 
 from codegrpo.eval.problems import Problem, SampleResult, parses
 from codegrpo.eval.suite_candidates import LCB_STDIO_CANDIDATE
-from codegrpo.eval.suites.common import (BenchmarkDataError, exec_note, need, read_records, resolve_source,
-                                         suite_verdict)
+from codegrpo.eval.suites.common import BenchmarkDataError, exec_note, need, read_records, resolve_source, suite_verdict
 
 # LiveCodeBench runs every program after these imports (lcb_runner/evaluation/testing_util.py).
-_LCB_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
-                "statistics", "itertools", "functools", "operator", "io", "sys", "json")
-LCB_PRELUDE = ("".join(f"from {m} import *\n" for m in _LCB_MODULES + ("builtins", "typing"))
-               + "".join(f"import {m}\n" for m in _LCB_MODULES) + "sys.setrecursionlimit(50000)\n")
+_LCB_MODULES = (
+    "string",
+    "re",
+    "datetime",
+    "collections",
+    "heapq",
+    "bisect",
+    "copy",
+    "math",
+    "random",
+    "statistics",
+    "itertools",
+    "functools",
+    "operator",
+    "io",
+    "sys",
+    "json",
+)
+LCB_PRELUDE = (
+    "".join(f"from {m} import *\n" for m in _LCB_MODULES + ("builtins", "typing"))
+    + "".join(f"import {m}\n" for m in _LCB_MODULES)
+    + "sys.setrecursionlimit(50000)\n"
+)
 
 
-_LCB_FIELDS = {"question_title": str, "question_content": str, "platform": str, "question_id": str,
-               "contest_date": str, "starter_code": str, "difficulty": str, "public_test_cases": str,
-               "private_test_cases": str, "metadata": str}
+_LCB_FIELDS = {
+    "question_title": str,
+    "question_content": str,
+    "platform": str,
+    "question_id": str,
+    "contest_date": str,
+    "starter_code": str,
+    "difficulty": str,
+    "public_test_cases": str,
+    "private_test_cases": str,
+    "metadata": str,
+}
 
 
 def decode_lcb_tests(where, line: int, field: str, text: str) -> list[dict]:
@@ -39,16 +66,19 @@ def decode_lcb_tests(where, line: int, field: str, text: str) -> list[dict]:
             raw = zlib.decompress(base64.b64decode(text.encode("utf-8")))
             tests = json.loads(pickle.loads(raw))  # noqa: S301  (the benchmark's own published encoding)
         except Exception as exc:  # noqa: BLE001
-            raise BenchmarkDataError(f"{where}: line {line}: field {field!r} is neither JSON nor base64/zlib/pickle "
-                                     f"JSON: {exc}") from exc
+            raise BenchmarkDataError(
+                f"{where}: line {line}: field {field!r} is neither JSON nor base64/zlib/pickle JSON: {exc}"
+            ) from exc
     if not isinstance(tests, list):
         raise BenchmarkDataError(f"{where}: line {line}: field {field!r} must hold a list of tests")
     for j, t in enumerate(tests):
         if not isinstance(t, dict) or not {"input", "output", "testtype"} <= set(t):
             raise BenchmarkDataError(f"{where}: line {line}: field {field!r}: test {j} needs input, output, testtype")
         if t["testtype"] not in ("stdin", "functional"):
-            raise BenchmarkDataError(f"{where}: line {line}: field {field!r}: test {j}: testtype must be stdin or "
-                                     f"functional, got {t['testtype']!r}")
+            raise BenchmarkDataError(
+                f"{where}: line {line}: field {field!r}: test {j}: testtype must be stdin or "
+                f"functional, got {t['testtype']!r}"
+            )
     return tests
 
 
@@ -86,9 +116,14 @@ def _date(value: str | None, what: str) -> _dt.datetime | None:
         raise ValueError(f"livecodebench {what} must be an ISO date (YYYY-MM-DD), got {value!r}") from exc
 
 
-def load_livecodebench(source: str, version: str = "release_v6", start_date: str | None = None,
-                       end_date: str | None = None, limit: int | None = None,
-                       solutions: str | os.PathLike | None = None) -> list[Problem]:
+def load_livecodebench(
+    source: str,
+    version: str = "release_v6",
+    start_date: str | None = None,
+    end_date: str | None = None,
+    limit: int | None = None,
+    solutions: str | os.PathLike | None = None,
+) -> list[Problem]:
     start, end = _date(start_date, "start_date"), _date(end_date, "end_date")
     refs = load_lcb_solutions(solutions) if solutions else {}
     out = []
@@ -105,23 +140,37 @@ def load_livecodebench(source: str, version: str = "release_v6", start_date: str
                 meta = json.loads(rec["metadata"] or "{}")
             except json.JSONDecodeError as exc:
                 raise BenchmarkDataError(f"{path}: line {line}: field 'metadata' is not JSON: {exc.msg}") from exc
-            tests = (decode_lcb_tests(path, line, "public_test_cases", rec["public_test_cases"])
-                     + decode_lcb_tests(path, line, "private_test_cases", rec["private_test_cases"]))
+            tests = decode_lcb_tests(path, line, "public_test_cases", rec["public_test_cases"]) + decode_lcb_tests(
+                path, line, "private_test_cases", rec["private_test_cases"]
+            )
             fn_name = meta.get("func_name")
             kinds = {t["testtype"] for t in tests}
             if fn_name is None and "functional" in kinds:
                 raise BenchmarkDataError(f"{path}: line {line}: functional tests but no metadata.func_name")
-            out.append(Problem(
-                problem_id=rec["question_id"], prompt=lcb_prompt(rec), tests="", entry_point=fn_name,
-                reference=refs.get(rec["question_id"], ""),
-                extra={"suite": "livecodebench", "lcb_tests": tests, "fn_name": fn_name,
-                       "difficulty": rec["difficulty"], "platform": rec["platform"],
-                       "contest_date": rec["contest_date"], "source": f"{path}:{line}"}))
+            out.append(
+                Problem(
+                    problem_id=rec["question_id"],
+                    prompt=lcb_prompt(rec),
+                    tests="",
+                    entry_point=fn_name,
+                    reference=refs.get(rec["question_id"], ""),
+                    extra={
+                        "suite": "livecodebench",
+                        "lcb_tests": tests,
+                        "fn_name": fn_name,
+                        "difficulty": rec["difficulty"],
+                        "platform": rec["platform"],
+                        "contest_date": rec["contest_date"],
+                        "source": f"{path}:{line}",
+                    },
+                )
+            )
             if limit is not None and len(out) >= limit:
                 return out
     if not out:
-        raise BenchmarkDataError(f"{source} ({version}): no problems in the date window "
-                                 f"{start_date or '-'} .. {end_date or '-'}")
+        raise BenchmarkDataError(
+            f"{source} ({version}): no problems in the date window {start_date or '-'} .. {end_date or '-'}"
+        )
     return out
 
 
@@ -134,8 +183,11 @@ def lcb_prompt(rec: Mapping) -> str:
     if starter:
         q += "\n\nStarter code:\n```python\n" + starter + "\n```"
         fn = json.loads(rec["metadata"] or "{}").get("func_name")
-        contract = (f"Your code must define the class Solution with the method {fn} of the starter code."
-                    if "class Solution" in starter else f"Your code must define: {fn}")
+        contract = (
+            f"Your code must define the class Solution with the method {fn} of the starter code."
+            if "class Solution" in starter
+            else f"Your code must define: {fn}"
+        )
     else:
         contract = "Your program must read the input from standard input and print the answer to standard output."
     return PROMPT_TEMPLATE.format(question=q, contract=contract)
@@ -150,20 +202,36 @@ def load_lcb_solutions(path: str | os.PathLike) -> dict[str, str]:
     return out
 
 
-def score_livecodebench(problem: Problem, code: str, sample: int, sandbox, timeout: float,
-                        cfg: Mapping) -> SampleResult:
+def score_livecodebench(
+    problem: Problem, code: str, sample: int, sandbox, timeout: float, cfg: Mapping
+) -> SampleResult:
     tests = problem.extra["lcb_tests"]
     per_test = float(cfg.get("timeout_s", 6.0))
     program = LCB_PRELUDE + "\n" + code
     fn_name = problem.extra["fn_name"]
-    task = {"tests": tests, "fn_name": fn_name, "timeout": per_test, "program": program,
-            "class_solution": "class Solution" in program}
+    task = {
+        "tests": tests,
+        "fn_name": fn_name,
+        "timeout": per_test,
+        "program": program,
+        "class_solution": "class Solution" in program,
+    }
     wall = min(float(cfg.get("task_timeout_s", 120.0)), per_test * len(tests) + 5) + 5
     lim = dataclasses.replace(sandbox.limits, nproc=max(sandbox.limits.nproc, 16))
-    cand = ({"solution.py": program} if fn_name is not None
-            else {"solution.py": LCB_STDIO_CANDIDATE, "program.py": program})
+    cand = (
+        {"solution.py": program} if fn_name is not None else {"solution.py": LCB_STDIO_CANDIDATE, "program.py": program}
+    )
     out, res = suite_verdict(sandbox, "lcb", task, cand, wall, limits=lim)
     ok = out.get("status") == "pass"
     detail = "" if ok else f"{out.get('status', 'fail')}: {out.get('error') or exec_note(res)}"[:300]
-    return SampleResult(problem.problem_id, sample, parses(code), bool(out.get("executed")), ok,
-                        int(out.get("n_pass") or 0), len(tests), detail, hack=out.get("hack"))
+    return SampleResult(
+        problem.problem_id,
+        sample,
+        parses(code),
+        bool(out.get("executed")),
+        ok,
+        int(out.get("n_pass") or 0),
+        len(tests),
+        detail,
+        hack=out.get("hack"),
+    )
