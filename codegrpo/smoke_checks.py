@@ -147,45 +147,25 @@ def smoke_grpo_config(cfg: Mapping[str, Any], smoke: Mapping[str, Any], device: 
     ``device`` is gpu whatever the run's device: the check is of the GPU path (CPU mode swaps the vLLM rollout for
     transformers); cpu only to test the check's own code on a machine without a GPU.
     """
-    import copy
+    from codegrpo.learning import short_grpo_config
 
-    g = dict(smoke["grpo"])
-    out = copy.deepcopy(dict(cfg))
-    out["device"] = device
-    section = dict(out["skeleton_rl"])
-    steps = int(g["steps"])
-    section.update(
-        {
-            "import": None,
-            "train_batch_size": g["train_batch_size"],
-            "n": g["n"],
-            "ppo_mini_batch_size": g["train_batch_size"],
-            "ppo_micro_batch_size_per_gpu": g["train_batch_size"],
-            "ref_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
-            "rollout_log_prob_micro_batch_size_per_gpu": g["train_batch_size"],
-            "max_prompt_length": g["max_prompt_length"],
-            "max_response_length": g["max_response_length"],
-            "filter_overlong_prompts": True,
-            "rollout_name": "vllm",
-            "tensor_model_parallel_size": 1,
-            "gpu_memory_utilization": g["gpu_memory_utilization"],
-            "total_training_steps": steps,
-            "total_epochs": steps,
-            "save_freq": steps,
-            "test_freq": steps + 1,
-            "val_before_train": False,
-            "logger": ["console"],
-            "nnodes": 1,
-            "n_gpus_per_node": 1,
-            "param_offload": False,
-            "optimizer_offload": False,
-            "ref_param_offload": False,
-            "gradient_checkpointing": False,
-            "reward": {"manager": "naive", "function": "compute_score"},
-            "overrides": [],
-        }
+    g = smoke["grpo"]
+    out = short_grpo_config(
+        cfg,
+        g,
+        filter_overlong_prompts=True,
+        rollout_name="vllm",
+        tensor_model_parallel_size=1,
+        gpu_memory_utilization=g["gpu_memory_utilization"],
+        logger=["console"],
+        nnodes=1,
+        n_gpus_per_node=1,
+        param_offload=False,
+        optimizer_offload=False,
+        ref_param_offload=False,
+        overrides=[],
     )
-    out["skeleton_rl"] = section
+    out["device"] = device
     return out
 
 

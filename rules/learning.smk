@@ -1,7 +1,7 @@
 # Stage: learning_check (not part of `all`). Mechanism checks on toy data (docs/learning.md): GRPO and each
 # DHRCL token weighting must raise a toy reward and a sign-flipped control must lower it; a DHRCL run must
 # advance its curriculum by the trend rule. Same verl path as the real stages. Outputs: results/learning/.
-# Library code: codegrpo/learning.py. Target rule: `learning_check`.
+# Library code: codegrpo/learning/. Target rule: `learning_check`.
 LC = config["learning_check"]
 
 
