@@ -9,7 +9,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from codegrpo.io import log_to  # noqa: E402
 from codegrpo.workflow import failure_logged  # noqa: E402
-from codegrpo.eval.codegen import run_model_benchmarks  # noqa: E402
+from codegrpo.eval.codegen_runs import run_model_benchmarks  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)

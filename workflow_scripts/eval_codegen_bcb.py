@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from codegrpo.io import log_to
 from codegrpo.workflow import failure_logged
-from codegrpo.eval.codegen import score_samples_files
+from codegrpo.eval.codegen_runs import score_samples_files
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm.log[0])

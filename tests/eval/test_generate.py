@@ -172,6 +172,7 @@ def test_codegen_run_uses_one_engine_closed_before_scoring(fake_vllm, tiny, loca
     """A run's evaluation (rule eval_codegen): one engine samples every benchmark, scored and BigCodeBench alike,
     and is torn down before the first sandbox scores."""
     from codegrpo.eval import codegen
+    from codegrpo.eval.codegen_runs import run_model_benchmarks
 
     real_sandbox = codegen.make_sandbox
     alive_at_scoring = []
@@ -185,7 +186,7 @@ def test_codegen_run_uses_one_engine_closed_before_scoring(fake_vllm, tiny, loca
     settings = GenerationSettings(max_new_tokens=8, max_prompt_tokens=128, n=2, temperature=0.8)
     results = {b: tmp_path / f"{b}.json" for b in ("humaneval", "livecodebench")}
     samples = {"bigcodebench_hard": tmp_path / "bigcodebench_hard.samples.json"}
-    codegen.run_model_benchmarks(
+    run_model_benchmarks(
         "fake", tiny, results, samples, settings=settings, backend="vllm", limit=2, ks=(1,), workers=2, suites=suites
     )
     kinds = [e[0] for e in fake_vllm.EVENTS]
