@@ -1,25 +1,13 @@
-"""DHRCL on verl 0.4.1: variants, the curriculum in the trainer, the shared stage, and the run launcher.
+"""DHRCL on verl 0.4.1: variants, run settings and overrides, and the run launcher.
 
 How a DHRCL run is wired (all through the project trainer's plug-in hook, docs/training.md):
 
 * reward: ``reward_model.reward_manager=batch`` with the registry's ``compute_score_batch`` (data_source
-  ``kodcode`` → :mod:`codegrpo.rewards.dhrcl`); the variant and the reward settings arrive as
-  ``custom_reward_function.reward_kwargs``;
-* curriculum: ``codegrpo.validate_callbacks`` runs :func:`on_validate` after every validation in the TaskRunner
-  process. It feeds the validation means of ``r_syntax`` / ``r_exec`` / ``r_pass`` to a
-  :class:`codegrpo.curriculum.CurriculumController`, saves its state to ``<run_dir>/curriculum.json`` after every
-  decision, and publishes the stage through a Ray named actor (:class:`CurriculumState`);
-* the stage is read by the reward (same process: a stage provider installed in :mod:`codegrpo.rewards.dhrcl`)
-  and by the stage-following policy loss ``dhrcl`` in the actor workers (:func:`current_stage`);
-* resume: verl resumes from its newest checkpoint and validates first (``val_before_train`` is forced on for
-  DHRCL runs); the first :func:`on_validate` restores ``curriculum.json``, forgets what was observed after the
-  checkpoint step, and re-publishes the stage before any training step;
-* per-step metrics: the trainer logs every reward component as ``reward/<key>/mean`` (``score``, ``r_*``,
-  ``a_*``, ``stage``); :func:`on_step` adds ``dhrcl/stage`` and the curriculum's last decision.
-
-The Ray pitfall handled here: a non-detached named actor disappears with its last handle, after which
-``get_if_exists`` silently creates a fresh one (stage 1 again), so the driver keeps its handle in a module global
-for the whole run.
+  ``kodcode`` → :mod:`codegrpo.rewards.dhrcl`); the variant and the reward settings arrive through the run's
+  settings.json (``extra``, :func:`dhrcl_settings`);
+* curriculum: the trainer callbacks of :mod:`codegrpo.verl.dhrcl_curriculum` (after every validation and every
+  step), which also publish the stage to the reward and the actor workers;
+* the policy loss of the variant's token weights (:func:`loss_mode`, :mod:`codegrpo.verl.losses`).
 """
 
 from __future__ import annotations
@@ -27,18 +15,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from codegrpo.contracts import KODCODE, chat_template_kwargs
+from codegrpo.contracts import chat_template_kwargs
 from codegrpo.curriculum import CurriculumConfig, CurriculumController
 
 log = logging.getLogger(__name__)
 
-STATE_ACTOR_NAME = "codegrpo_dhrcl_curriculum"
 STATE_FILE = "curriculum.json"
+CURRICULUM_MODULE = "codegrpo.verl.dhrcl_curriculum"  # the trainer callbacks of a DHRCL run
 COMPONENTS = ("r_syntax", "r_exec", "r_pass", "r_ast")
 
 # Built-in variants (the config's dhrcl.variants may add or override entries).
@@ -206,187 +192,6 @@ def curriculum_config(dcfg: Mapping[str, Any], variant_def: Mapping[str, Any], t
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The shared stage (Ray named actor)
-# ---------------------------------------------------------------------------------------------------------
-_HANDLE = None  # the driver's handle: keeps the actor alive for the whole run
-_READ_HANDLE = None  # a reader's cached handle (reward process, workers)
-_ACTOR_CLS = None
-
-
-def _actor_class():
-    global _ACTOR_CLS
-    if _ACTOR_CLS is None:
-        import ray
-
-        @ray.remote(num_cpus=0)
-        class CurriculumState:
-            """The current stage, shared by the driver (writer), the reward and the actor workers (readers)."""
-
-            def __init__(self, stage: int = 1):
-                self.stage = int(stage)
-                self.updated = time.time()
-
-            def get(self) -> int:
-                return self.stage
-
-            def set(self, stage: int) -> int:
-                self.stage = int(stage)
-                self.updated = time.time()
-                return self.stage
-
-        _ACTOR_CLS = CurriculumState
-    return _ACTOR_CLS
-
-
-def publish_stage(stage: int) -> None:
-    """Create (once) the named actor in this process and set the stage; the handle stays referenced here."""
-    import ray
-
-    global _HANDLE
-    if _HANDLE is None:
-        _HANDLE = _actor_class().options(name=STATE_ACTOR_NAME, get_if_exists=True).remote(int(stage))
-    ray.get(_HANDLE.set.remote(int(stage)))
-
-
-def current_stage() -> int:
-    """The published stage, from any process of the Ray job (driver, reward, actor workers).
-
-    Outside Ray (unit tests, a plain process) it is ``CODEGRPO_DHRCL_STAGE`` or 1. Inside Ray a missing actor is
-    an error rather than a silent stage 1: DHRCL runs validate before training, which creates it.
-    """
-    global _READ_HANDLE
-    import ray
-
-    if not ray.is_initialized():
-        return int(os.environ.get("CODEGRPO_DHRCL_STAGE", "1"))
-    handle = _HANDLE or _READ_HANDLE
-    if handle is None:
-        try:
-            handle = _READ_HANDLE = ray.get_actor(STATE_ACTOR_NAME)
-        except ValueError as exc:
-            raise RuntimeError(
-                f"DHRCL stage actor {STATE_ACTOR_NAME!r} not found in this Ray job (it is created by "
-                "the first validation; DHRCL runs need trainer.val_before_train=true)"
-            ) from exc
-    return int(ray.get(handle.get.remote()))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Trainer callbacks (TaskRunner process)
-# ---------------------------------------------------------------------------------------------------------
-class _RunState:
-    def __init__(self, settings: dict):
-        self.settings = settings
-        self.run_dir = Path(settings["run_dir"])
-        self.variant = settings["variant_def"]
-        self.controller: CurriculumController | None = None
-        self.last: dict[str, Any] = {}
-
-
-_STATE: _RunState | None = None
-_VAL_KEY = re.compile(r"^val-(?:core|aux)/(?P<ds>[^/]+)/(?P<key>[^/]+)/mean@(?P<n>\d+)$")
-
-
-def load_settings(path: str | os.PathLike | None = None) -> dict:
-    """DHRCL's settings of the running run (``extra`` of its settings.json, named by ``$CODEGRPO_RUN_SETTINGS``)."""
-    from codegrpo.verl.stages import load_run_settings
-
-    return load_run_settings(path)["extra"]
-
-
-def validation_components(metrics: Mapping[str, float], data_source: str = KODCODE) -> dict[str, float]:
-    """``val-*/<data_source>/<component>/mean@N`` → ``{component: value}`` (largest N when several)."""
-    best: dict[str, tuple[int, float]] = {}
-    for k, v in metrics.items():
-        m = _VAL_KEY.match(k)
-        if m and m.group("ds") == data_source:
-            n = int(m.group("n"))
-            if m.group("key") not in best or n > best[m.group("key")][0]:
-                best[m.group("key")] = (n, float(v))
-    return {k: v for k, (_, v) in best.items()}
-
-
-def _init_state(step: int) -> _RunState:
-    """First validation of this process: restore or create the controller and publish the stage."""
-    from codegrpo.rewards import dhrcl as reward
-
-    st = _RunState(load_settings())
-    path = st.run_dir / STATE_FILE
-    cfg = CurriculumConfig.from_dict(st.settings["curriculum"])
-    if path.is_file():
-        st.controller = CurriculumController.load(path)
-        st.controller.config = cfg
-        st.controller.rewind(step - 1)  # the resumed step is validated again now
-        log.info("dhrcl: restored %s at step %d: stage %d", path, step, st.controller.stage)
-    else:
-        st.controller = CurriculumController(cfg)
-    publish_stage(_effective_stage(st))
-    reward.set_stage_provider(current_stage)
-    return st
-
-
-def _effective_stage(st: _RunState) -> int:
-    if st.variant["curriculum"] == "none":
-        return int(st.variant.get("stage") or 0)  # 0: no stage (baselines ignore it)
-    return st.controller.stage
-
-
-def on_validate(trainer, metrics: dict) -> dict:
-    """Validate callback: feed the controller, persist its state, publish the stage, add curriculum metrics."""
-    global _STATE
-    step = int(getattr(trainer, "global_steps", 0))
-    if _STATE is None:
-        _STATE = _init_state(step)
-    st = _STATE
-    comps = validation_components(metrics)
-    out = dict(metrics)
-    if st.variant["curriculum"] != "none":
-        decision = st.controller.observe(step, comps)
-        decision.check["token_weights"] = token_weight_mode(st.variant, decision.check["stage"])
-        if decision.advanced:
-            st.controller.transitions[-1]["token_weights"] = {
-                "from": token_weight_mode(st.variant, decision.stage - 1),
-                "to": token_weight_mode(st.variant, decision.stage),
-            }
-        st.controller.save(st.run_dir / STATE_FILE)
-        publish_stage(decision.stage)
-        check = decision.check
-        st.last = {
-            "curriculum/advanced": float(decision.advanced),
-            "curriculum/plateau_count": float(check.get("plateau_count") or 0),
-        }
-        if check.get("slope") is not None:
-            st.last["curriculum/slope"] = float(check["slope"])
-        if check.get("value") is not None:
-            st.last["curriculum/metric"] = float(check["value"])
-        if decision.advanced:
-            log.info("dhrcl: step %d: stage %d (%s)", step, decision.stage, decision.reason)
-    else:
-        st.controller.history.append(
-            {
-                "step": step,
-                "stage": _effective_stage(st),
-                "metric": None,
-                "value": None,
-                **{f"val_{k}": v for k, v in comps.items()},
-            }
-        )
-        st.controller.save(st.run_dir / STATE_FILE)
-    out["curriculum/stage"] = float(_effective_stage(st))
-    out.update(st.last)
-    return out
-
-
-def on_step(trainer, step: int, metrics: dict) -> dict:
-    """Step callback: the stage in force after this step (the reward used ``reward/stage/mean``)."""
-    out = dict(metrics)
-    if _STATE is not None:
-        out["dhrcl/stage"] = float(_effective_stage(_STATE))
-        out.update({k: v for k, v in _STATE.last.items() if k not in out})
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Launching a run (Snakemake job process)
 # ---------------------------------------------------------------------------------------------------------
 def _resolved(dcfg: Mapping[str, Any], key: str) -> dict:
@@ -437,7 +242,7 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_mod
         "token_weights": _resolved(dcfg, "token_weights"),
         "scorer": scorer_settings(dcfg, vdef, init_model),
     }
-    if vdef["reward"] == "reward_model":  # the run starts the RM's scoring server (stages.run_services)
+    if vdef["reward"] == "reward_model":  # the run starts the RM's scoring server (grpo_settings.run_services)
         rm = _resolved(dcfg, "reward_model")
         if not rm.get("model"):
             raise ValueError(
@@ -453,7 +258,7 @@ def dhrcl_settings(cfg: Mapping[str, Any], variant: str, run_dir: Path, init_mod
     return out
 
 
-def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_model: str) -> list[str]:
+def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
     """verl overrides of a DHRCL run (appended after those of the ``dhrcl.training`` section)."""
     from codegrpo.verl.launch import fmt
 
@@ -470,8 +275,8 @@ def dhrcl_overrides(cfg: Mapping[str, Any], settings: Mapping[str, Any], init_mo
         f"+{ar}.actor.policy_loss.dhrcl_tau={fmt(float(tw['tau']))}",
         f"+{ar}.actor.policy_loss.dhrcl_w_min={fmt(float(tw['w_min']))}",
         f"+{ar}.actor.policy_loss.dhrcl_w_max={fmt(float(tw['w_max']))}",
-        f"codegrpo.validate_callbacks={fmt(['codegrpo.verl.dhrcl:on_validate'])}",
-        f"codegrpo.step_callbacks={fmt(['codegrpo.verl.dhrcl:on_step'])}",
+        f"codegrpo.validate_callbacks={fmt([CURRICULUM_MODULE + ':on_validate'])}",
+        f"codegrpo.step_callbacks={fmt([CURRICULUM_MODULE + ':on_step'])}",
         f"codegrpo.chat_template_kwargs={fmt(chat_template_kwargs(cfg))}",
     ]
     if not vdef.get("norm_adv_by_std", True):  # VeRPO: the group-mean baseline without std normalisation
@@ -493,11 +298,11 @@ class DhrclHook:
         self.variant = variant
 
     def settings(self, cfg, section, run_dir: Path, init_model: str) -> dict:
-        self.cfg, self.init_model = cfg, init_model
+        self.cfg = cfg
         return dhrcl_settings(cfg, self.variant, Path(run_dir), init_model)
 
     def overrides(self, settings: Mapping[str, Any], run_dir: Path) -> list[str]:
-        return dhrcl_overrides(self.cfg, settings["extra"], self.init_model)
+        return dhrcl_overrides(self.cfg, settings["extra"])
 
     def finish(self, run_dir: Path) -> dict:
         state = Path(run_dir) / STATE_FILE
@@ -508,50 +313,29 @@ class DhrclHook:
 
 
 def dhrcl_launch(
-    cfg: Mapping[str, Any],
-    variant: str,
-    *,
-    train_files: Sequence[str] | str,
-    val_files: Sequence[str] | str,
-    init_model: str,
-    run_dir: str | os.PathLike,
-    seed: int | None = None,
-    model: str | None = None,
+    cfg: Mapping[str, Any], variant: str, *, seed: int | None = None, model: str | None = None, **inputs: Any
 ):
-    """The GRPO launch of run ``dhrcl-<variant>`` (``-seed<seed>`` with a seed, ``dhrcl-<model>-...`` with a
-    model of ``dhrcl.models``), writing its settings.json (validate with ``.validate()``)."""
-    from codegrpo.verl import stages
+    """The GRPO launch :func:`run_dhrcl` makes from the same arguments (``inputs``: its ``train_files``,
+    ``val_files``, ``init_model`` and ``run_dir``), writing the run's settings.json; validate it with
+    ``.validate()``."""
+    from codegrpo.verl import grpo_settings as grpo
 
     cfg = _seeded(model_cfg(cfg, model, variant), seed)
     hook = DhrclHook(variant)
-    run_dir = Path(run_dir).resolve()
-    settings = stages.run_settings(
-        cfg,
-        cfg["dhrcl"]["training"],
-        run_name(variant, seed, model),
-        train_files=train_files,
-        val_files=val_files,
-        init_model=init_model,
-        run_dir=run_dir,
-        hook=hook,
+    run_dir = Path(inputs.pop("run_dir")).resolve()
+    settings = grpo.run_settings(
+        cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model), run_dir=run_dir, hook=hook, **inputs
     )
-    stages.prepare_run_dir(run_dir, settings)
-    return stages.settings_launch(cfg, settings, run_dir, hook=hook)
+    grpo.prepare_run_dir(run_dir, settings)
+    return grpo.settings_launch(cfg, settings, run_dir, hook=hook)
 
 
 def run_dhrcl(
-    cfg: Mapping[str, Any],
-    variant: str,
-    *,
-    train_files: Sequence[str] | str,
-    val_files: Sequence[str] | str,
-    init_model: str,
-    run_dir: str | os.PathLike,
-    seed: int | None = None,
-    model: str | None = None,
+    cfg: Mapping[str, Any], variant: str, *, seed: int | None = None, model: str | None = None, **inputs: Any
 ) -> dict:
     """Train run ``dhrcl-<variant>`` with GRPO on KodCode (the shared lifecycle
-    :func:`codegrpo.verl.stages.run_grpo` with :class:`DhrclHook`); returns its done.json record.
+    :func:`codegrpo.verl.stages.run_grpo` with :class:`DhrclHook`, ``inputs``: its ``train_files``,
+    ``val_files``, ``init_model`` and ``run_dir``); returns its done.json record.
     With ``seed``, the run is ``dhrcl-<variant>-seed<seed>`` and trains with that seed (config ``seed``:
     verl's trainer and data seeds; recorded in settings.json).
 
@@ -562,13 +346,4 @@ def run_dhrcl(
     from codegrpo.verl.stages import run_grpo
 
     cfg = _seeded(model_cfg(cfg, model, variant), seed)
-    return run_grpo(
-        cfg,
-        cfg["dhrcl"]["training"],
-        run_name(variant, seed, model),
-        train_files=train_files,
-        val_files=val_files,
-        init_model=init_model,
-        run_dir=run_dir,
-        hook=DhrclHook(variant),
-    )
+    return run_grpo(cfg, cfg["dhrcl"]["training"], run_name(variant, seed, model), hook=DhrclHook(variant), **inputs)

@@ -6,7 +6,7 @@ Load in the actor workers with ``actor_rollout_ref.model.external_lib=codegrpo.v
 * ``dhrcl_confidence`` / ``dhrcl_uniform`` / ``dhrcl_uncertainty``: fixed token weighting
   (:func:`codegrpo.credit.token_weights`);
 * ``dhrcl``: follows the curriculum stage (1 confidence, 2 uniform, 3 uncertainty), read from the shared stage
-  actor (:func:`codegrpo.verl.dhrcl.current_stage`), else ``CODEGRPO_DHRCL_STAGE``, else 1.
+  actor (:func:`codegrpo.verl.dhrcl_curriculum.current_stage`), else ``CODEGRPO_DHRCL_STAGE``, else 1.
 
 Each computes ``w_t`` from ``old_log_prob`` (detached), multiplies the GRPO advantages and calls verl's own
 clipped objective ``compute_policy_loss`` (so clipping, dual clip and ``loss_agg_mode`` stay verl's), returning
@@ -55,7 +55,7 @@ def weighting_params(config) -> dict:
 
 
 def _stage() -> int:
-    from codegrpo.verl.dhrcl import current_stage  # the Ray stage actor; CODEGRPO_DHRCL_STAGE outside Ray
+    from codegrpo.verl.dhrcl_curriculum import current_stage  # the Ray stage actor; CODEGRPO_DHRCL_STAGE outside Ray
 
     return int(current_stage())
 

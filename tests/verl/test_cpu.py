@@ -268,7 +268,8 @@ def test_grpo_resumes_after_kill(cpu_chain, shared_ray, tmp_path):
     """Kill a run after its first checkpoint; the rerun resumes there; no step is lost or duplicated (skeleton_rl
     from the CPU chain's tiny model on its data)."""
     from codegrpo.verl import checkpoints
-    from codegrpo.verl.stages import chat_template_choice, prepare_run_dir, run_grpo, run_settings, settings_launch
+    from codegrpo.verl.grpo_settings import prepare_run_dir, run_settings, settings_launch
+    from codegrpo.verl.stages import chat_template_choice, run_grpo
 
     cpu_chain.check()
     cfg = tiny_cfg(steps=3)

@@ -506,25 +506,6 @@ def test_kl_coef_default_comes_from_the_schema(repo_root, tmp_path):
     assert c.actor_rollout_ref.actor.kl_loss_coef == 0.0 and c.actor_rollout_ref.actor.use_kl_loss is False
 
 
-def test_rerun_resumes_only_an_unfinished_run_with_the_same_settings(tmp_path):
-    from codegrpo.verl.stages import FINISHED_FILE, prepare_run_dir
-
-    run = tmp_path / "skeleton_rl"
-    settings = {"run": "skeleton_rl", "section": {"lr": 1e-6}}
-    assert prepare_run_dir(run, settings) == "fresh"
-    (run / "checkpoints").mkdir()
-    assert prepare_run_dir(run, settings) == "resume" and (run / "checkpoints").is_dir()
-    # changed settings: the old run moves aside, the new one starts empty
-    assert prepare_run_dir(run, {**settings, "section": {"lr": 2e-6}}) == "fresh"
-    aside = sorted(tmp_path.glob("skeleton_rl.prev-*"))
-    assert len(aside) == 1 and (aside[0] / "checkpoints").is_dir() and not (run / "checkpoints").exists()
-    # a finished run is never continued
-    (run / "checkpoints").mkdir()
-    (run / FINISHED_FILE).write_text("{}")
-    assert prepare_run_dir(run, {**settings, "section": {"lr": 2e-6}}) == "fresh"
-    assert len(list(tmp_path.glob("skeleton_rl.prev-*"))) == 2 and not (run / "checkpoints").exists()
-
-
 def test_readme_stage_rerun_schedules_the_training_job(repo_root, tmp_path):
     """README's rerun command (--forcerun <stage>_train --until <stage>) really schedules the training rule."""
     import re
@@ -575,6 +556,7 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
     from codegrpo.rewards.embedding import settings_from_env
     from codegrpo.sandbox.client import default_sandbox_settings
     from codegrpo.verl import stages
+    from codegrpo.verl.grpo_settings import fingerprint
 
     row = _rl_row("sk2decompile_identifier")
     pd.DataFrame([row] * 4).to_parquet(tmp_path / "rl.parquet")
@@ -638,7 +620,7 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
     assert seen["compile"]["mode"] == "exact" and seen["sandbox"]["wall_s"] == 7
     assert (seen["embedding"].api_base, seen["embedding"].chunk_size) == (served["api_base"], 3)
     # the fingerprint (resume vs. fresh start) does not depend on the port the server got
-    assert seen["doc"]["fingerprint"] == stages.fingerprint(settings)
+    assert seen["doc"]["fingerprint"] == fingerprint(settings)
 
 
 def test_reward_runs_on_the_node_of_the_embedding_server(repo_root, tmp_path):

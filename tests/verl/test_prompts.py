@@ -13,7 +13,8 @@ from codegrpo.eval.sk2d_protocol import phase1_prompt
 from codegrpo.models import train_tokenizer
 from codegrpo.verl import launch as L
 from codegrpo.verl import prompts
-from codegrpo.verl.stages import chat_template_choice, run_settings
+from codegrpo.verl.grpo_settings import run_settings
+from codegrpo.verl.stages import chat_template_choice
 from tests.verl import launch_files
 
 PROMPT = phase1_prompt("int f(int a1) {\n  return a1 + 1;\n}")
