@@ -4,12 +4,9 @@ import os
 
 from codegrpo.data.kodcode import prepare_kodcode
 from codegrpo.sandbox import make_sandbox
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("data_kodcode failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     kod = sm.params.kodcode
     sandbox = None
     if kod["verify_solutions"]:

@@ -3,14 +3,11 @@ sandbox with the benchmark's libraries, one result per benchmark."""
 
 from types import SimpleNamespace
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.eval.codegen import score_samples_files
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-p = sm.params
-with failure_logged("eval_codegen_bcb failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
+    p = sm.params
     settings = SimpleNamespace(n=p.n_samples, temperature=p.temperature, top_p=p.top_p, max_new_tokens=p.max_new_tokens)
     score_samples_files(
         sm.wildcards.run,

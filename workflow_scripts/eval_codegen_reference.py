@@ -1,12 +1,9 @@
 """Snakemake script of rules eval_codegen_reference(_bcb): the reference-solution sanity row of a code benchmark."""
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.eval.codegen import run_reference
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("eval_codegen_reference failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     run_reference(
         sm.wildcards.benchmark,
         sm.output[0],
