@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from codegrpo.serving import retry_pause
+
 log = logging.getLogger(__name__)
 
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -287,16 +289,7 @@ class OpenAIBackend:
                     raise EmbeddingServiceError(
                         f"{self.describe()} failed {attempt + 1} times, giving up ({type(exc).__name__}: {exc})"
                     ) from exc
-                log.warning(
-                    "%s: %s (attempt %d/%d), retrying in %.1fs",
-                    self.describe(),
-                    exc,
-                    attempt + 1,
-                    s.max_retries + 1,
-                    delay,
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                delay = retry_pause(log, self.describe(), exc, attempt, s.max_retries + 1, delay)
         raise AssertionError("unreachable")
 
 
