@@ -28,3 +28,19 @@ def script_job(sm: Any, what: str | None = None) -> Iterator[Any]:
     log_to(sm.log[0])
     with failure_logged("%s failed", what or sm.rule):
         yield sm
+
+
+def codegen_scoring(sm: Any) -> dict[str, Any]:
+    """The sandbox-scoring keyword arguments the code-generation scripts pass to :mod:`codegrpo.eval.codegen`
+    (``run_model_benchmarks``, ``score_samples_files``, ``run_reference``), from their rule: ``limit``,
+    ``workers`` (the job's threads), ``timeout`` (``params.timeout_s``), ``sandbox_limits`` (``params.sandbox``),
+    ``cfg`` (every param) and ``suites``."""
+    p = sm.params
+    return dict(
+        limit=p.limit,
+        workers=sm.threads,
+        timeout=p.timeout_s,
+        sandbox_limits=p.sandbox,
+        cfg=dict(p.items()),
+        suites=p.suites,
+    )

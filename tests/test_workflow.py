@@ -62,3 +62,24 @@ def test_every_script_uses_the_prologue():
         ]
         assert len(withs) == 1, f"{path.name}: the body is not one `with script_job(snakemake) as sm` block"
         assert not any(isinstance(n, ast.Try) for n in tree.body), f"{path.name}: a try block of its own"
+
+
+def test_codegen_scoring_reads_the_rule_and_fits_the_entry_points():
+    import inspect
+
+    from codegrpo.eval import codegen
+    from codegrpo.workflow import codegen_scoring
+
+    params = {"limit": 3, "timeout_s": 7.5, "sandbox": {"memory_mb": 512}, "suites": {"x": 1}, "ks": [1]}
+    sm = SimpleNamespace(params=SimpleNamespace(**params, items=params.items), threads=4)
+    kw = codegen_scoring(sm)
+    assert kw == {
+        "limit": 3,
+        "workers": 4,
+        "timeout": 7.5,
+        "sandbox_limits": {"memory_mb": 512},
+        "cfg": params,
+        "suites": {"x": 1},
+    }
+    for fn in (codegen.run_model_benchmarks, codegen.score_samples_files, codegen.run_reference):
+        assert set(kw) <= set(inspect.signature(fn).parameters), fn.__name__

@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from codegrpo.workflow import script_job  # noqa: E402
+from codegrpo.workflow import codegen_scoring, script_job  # noqa: E402
 from codegrpo.eval.codegen import run_model_benchmarks  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 
@@ -21,11 +21,6 @@ with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
         settings=GenerationSettings.from_params(p),
         backend=p.backend,
         kodcode_heldout=sm.input.get("kodcode_heldout_data"),
-        limit=p.limit,
         ks=p.ks,
-        workers=sm.threads,
-        timeout=p.timeout_s,
-        sandbox_limits=p.sandbox,
-        cfg=dict(p.items()),
-        suites=p.suites,
+        **codegen_scoring(sm),
     )

@@ -3,7 +3,7 @@ sandbox with the benchmark's libraries, one result per benchmark."""
 
 from types import SimpleNamespace
 
-from codegrpo.workflow import script_job
+from codegrpo.workflow import codegen_scoring, script_job
 from codegrpo.eval.codegen import score_samples_files
 
 with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
@@ -15,11 +15,6 @@ with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
         {b: sm.input[f"{b}_samples"] for b in p.benchmarks},
         {b: sm.output[b] for b in p.benchmarks},
         settings=settings,
-        limit=p.limit,
         ks=p.ks,
-        workers=sm.threads,
-        timeout=p.timeout_s,
-        sandbox_limits=p.sandbox,
-        cfg=dict(p.items()),
-        suites=p.suites,
+        **codegen_scoring(sm),
     )
