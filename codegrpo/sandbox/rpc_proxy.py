@@ -42,24 +42,6 @@ class Remote:
             bool(ep.op({"op": "isinstance", "h": object.__getattribute__(self, "_h"), "value": ep.encode(obj)})) is True
         )
 
-    def __eq__(self, other):
-        return _compare(self, "__eq__", other)
-
-    def __ne__(self, other):
-        return _compare(self, "__ne__", other)
-
-    def __lt__(self, other):
-        return _compare(self, "__lt__", other)
-
-    def __le__(self, other):
-        return _compare(self, "__le__", other)
-
-    def __gt__(self, other):
-        return _compare(self, "__gt__", other)
-
-    def __ge__(self, other):
-        return _compare(self, "__ge__", other)
-
     def __contains__(self, item):
         data = _plain_value(self)
         if data is not rules.NO_DATA and not isinstance(item, Remote):
@@ -117,24 +99,6 @@ class Remote:
     def __next__(self):
         return _dunder(self, "__next__")
 
-    def __int__(self):
-        got = _dunder(self, "__int__")
-        if type(got) is not int:
-            raise TypeError("__int__ returned non-int")
-        return got
-
-    def __float__(self):
-        got = _dunder(self, "__float__")
-        if type(got) is not float:
-            raise TypeError("__float__ returned non-float")
-        return got
-
-    def __index__(self):
-        got = _dunder(self, "__index__")
-        if type(got) is not int:
-            raise TypeError("__index__ returned non-int")
-        return got
-
     def __enter__(self):
         return _dunder(self, "__enter__")
 
@@ -150,6 +114,31 @@ def _make_forwarder(name):
     f.__name__ = name
     return f
 
+
+def _make_comparison(name):
+    def f(self, other):
+        return _compare(self, name, other)
+
+    f.__name__ = name
+    return f
+
+
+def _make_conversion(name, kind):
+    def f(self):
+        got = _dunder(self, name)
+        if type(got) is not kind:
+            raise TypeError(f"{name} returned non-{kind.__name__}")
+        return got
+
+    f.__name__ = name
+    return f
+
+
+COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+for _n in COMPARISONS:
+    setattr(Remote, _n, _make_comparison(_n))
+for _n, _kind in (("__int__", int), ("__float__", float), ("__index__", int)):
+    setattr(Remote, _n, _make_conversion(_n, _kind))
 
 for _n in (
     "__getitem__",
@@ -249,28 +238,14 @@ class PeerObject(Remote):
 
     __slots__ = ()
 
-    def __eq__(self, other):
-        return _dunder(self, "__eq__", other)
-
-    def __ne__(self, other):
-        return _dunder(self, "__ne__", other)
-
-    def __lt__(self, other):
-        return _dunder(self, "__lt__", other)
-
-    def __le__(self, other):
-        return _dunder(self, "__le__", other)
-
-    def __gt__(self, other):
-        return _dunder(self, "__gt__", other)
-
-    def __ge__(self, other):
-        return _dunder(self, "__ge__", other)
-
     def __contains__(self, item):
         return bool(_dunder(self, "__contains__", item))
 
     __hash__ = Remote.__hash__
+
+
+for _n in COMPARISONS:  # the runner's object compares itself, whatever it is compared with
+    setattr(PeerObject, _n, _make_forwarder(_n))
 
 
 def has_proxy(v) -> bool:
