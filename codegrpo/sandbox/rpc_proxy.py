@@ -64,24 +64,6 @@ class Remote:
             ep.raise_exc(rep["exc"])
         return ep.decode(rep.get("ok"))
 
-    def __bool__(self):
-        got = _dunder(self, "__bool__")
-        if type(got) is not bool:
-            raise TypeError("__bool__ should return bool")
-        return got
-
-    def __len__(self):
-        got = _dunder(self, "__len__")
-        if type(got) is not int or got < 0:
-            raise TypeError("__len__ should return a non-negative int")
-        return got
-
-    def __hash__(self):
-        got = _dunder(self, "__hash__")
-        if type(got) is not int:
-            raise TypeError("__hash__ should return an int")
-        return got
-
     def __repr__(self):
         try:
             return str(_dunder(self, "__repr__"))[:2000]
@@ -123,22 +105,38 @@ def _make_comparison(name):
     return f
 
 
-def _make_conversion(name, kind):
+def _make_conversion(name, ok, message):
+    """``name`` answered by the other side; an answer that is not ``ok`` is the TypeError ``message``."""
+
     def f(self):
         got = _dunder(self, name)
-        if type(got) is not kind:
-            raise TypeError(f"{name} returned non-{kind.__name__}")
+        if not ok(got):
+            raise TypeError(message)
         return got
 
     f.__name__ = name
     return f
 
 
+def _is(kind):
+    return lambda got: type(got) is kind
+
+
+_CONVERSIONS = {
+    "__bool__": (_is(bool), "__bool__ should return bool"),
+    "__len__": (lambda got: type(got) is int and got >= 0, "__len__ should return a non-negative int"),
+    "__hash__": (_is(int), "__hash__ should return an int"),
+    "__int__": (_is(int), "__int__ returned non-int"),
+    "__float__": (_is(float), "__float__ returned non-float"),
+    "__index__": (_is(int), "__index__ returned non-int"),
+}
+
+
 COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
 for _n in COMPARISONS:
     setattr(Remote, _n, _make_comparison(_n))
-for _n, _kind in (("__int__", int), ("__float__", float), ("__index__", int)):
-    setattr(Remote, _n, _make_conversion(_n, _kind))
+for _n, (_ok, _message) in _CONVERSIONS.items():
+    setattr(Remote, _n, _make_conversion(_n, _ok, _message))
 
 for _n in (
     "__getitem__",

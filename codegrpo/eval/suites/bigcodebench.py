@@ -11,15 +11,8 @@ from typing import Iterable, Mapping
 from codegrpo.eval import bcb_tests
 from codegrpo.eval.problems import Problem, SampleResult, parses
 from codegrpo.eval.suite_candidates import BCB_CANDIDATE
-from codegrpo.eval.suites.common import (
-    BenchmarkDataError,
-    exec_note,
-    need,
-    read_records,
-    resolve_source,
-    suite_verdict,
-    verdict_result,
-)
+from codegrpo.eval.suites.common import BenchmarkDataError, exec_note, need, read_records, resolve_source, suite_verdict
+from codegrpo.eval.suites.common import verdict_result
 
 _BCB_FIELDS = {
     "task_id": str,

@@ -15,15 +15,8 @@ from typing import Mapping
 
 from codegrpo.eval.problems import Problem, SampleResult
 from codegrpo.eval.suite_candidates import LCB_STDIO_CANDIDATE
-from codegrpo.eval.suites.common import (
-    BenchmarkDataError,
-    exec_note,
-    need,
-    read_records,
-    resolve_source,
-    suite_verdict,
-    verdict_result,
-)
+from codegrpo.eval.suites.common import BenchmarkDataError, exec_note, need, read_records, resolve_source, suite_verdict
+from codegrpo.eval.suites.common import verdict_result
 
 # LiveCodeBench runs every program after these imports (lcb_runner/evaluation/testing_util.py).
 _LCB_MODULES = (
