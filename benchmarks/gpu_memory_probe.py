@@ -26,28 +26,15 @@ import json
 import platform
 import time
 
+# (hidden_size, intermediate_size, layers, attention heads, key/value heads, vocab_size) of a shape
+SHAPE_KEYS = (
+    "hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads vocab_size".split()
+)
 SHAPES = {
     # deepseek-coder-6.7b (SK²Decompile's base): Llama architecture
-    "llama-6.7b": dict(
-        arch="llama",
-        hidden_size=4096,
-        intermediate_size=11008,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=32,
-        vocab_size=32256,
-    ),
+    "llama-6.7b": dict(arch="llama", **dict(zip(SHAPE_KEYS, (4096, 11008, 32, 32, 32, 32256)))),
     # Qwen3-8B (DHRCL's main size)
-    "qwen3-8b": dict(
-        arch="qwen3",
-        hidden_size=4096,
-        intermediate_size=12288,
-        num_hidden_layers=36,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=151936,
-    ),
+    "qwen3-8b": dict(arch="qwen3", **dict(zip(SHAPE_KEYS, (4096, 12288, 36, 32, 8, 151936))), head_dim=128),
 }
 
 

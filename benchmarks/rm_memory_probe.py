@@ -27,24 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ACECODERM_7B = dict(
-    hidden_size=3584,
-    intermediate_size=18944,
-    num_hidden_layers=28,
-    num_attention_heads=28,
-    num_key_value_heads=4,
-    vocab_size=152064,
-    max_position_embeddings=32768,
+# a Qwen2 shape: (hidden_size, intermediate_size, layers, attention heads, key/value heads, vocab_size)
+QWEN2_KEYS = (
+    "hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads vocab_size".split()
 )
-TINY = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=1024,
-    max_position_embeddings=32768,
-)
+ACECODERM_7B = dict(zip(QWEN2_KEYS, (3584, 18944, 28, 28, 4, 152064)), max_position_embeddings=32768)
+TINY = dict(zip(QWEN2_KEYS, (64, 128, 2, 4, 2, 1024)), max_position_embeddings=32768)
 
 
 def build_folder(folder: Path, shape: dict, seed: int = 0) -> Path:

@@ -10,12 +10,10 @@ Without ``--model-path`` it serves the packaged all-MiniLM-L6-v2 (weights sha256
 On GPU nodes the same client code talks to vLLM instead (``codegrpo.services``).
 """
 
-import argparse
 import base64
 import logging
 import os
 import threading
-import time
 from typing import Any
 
 log = logging.getLogger("codegrpo.embed_server")
@@ -83,43 +81,29 @@ def create_app(model, served_name: str, max_inputs: int = 4096):
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8000)
-    ap.add_argument("--model-path", default="", help="sentence-transformers directory (default: packaged MiniLM)")
-    ap.add_argument(
-        "--served-model-name",
-        default="",
-        help="name clients pass as 'model' (default: the packaged model's name, or the directory name)",
-    )
-    ap.add_argument(
-        "--sha256",
-        default="",
-        help="expected sha256 of model.safetensors (default: the pinned "
-        "MiniLM sha for the packaged model, no check for another directory)",
-    )
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--log-level", default="info")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from codegrpo.serving import serve, server_args
+
+    def own(ap):
+        ap.add_argument("--model-path", default="", help="sentence-transformers directory (default: packaged MiniLM)")
+        ap.add_argument(
+            "--served-model-name",
+            default="",
+            help="name clients pass as 'model' (default: the packaged model's name, or the directory name)",
+        )
+        ap.add_argument(
+            "--sha256",
+            default="",
+            help="expected sha256 of model.safetensors (default: the pinned "
+            "MiniLM sha for the packaged model, no check for another directory)",
+        )
+
+    args = server_args(__doc__, 8000, own, argv)
     from codegrpo.rewards.embedding import MINILM_NAME, load_local_model
 
     packaged = not args.model_path
     name = args.served_model_name or (MINILM_NAME if packaged else os.path.basename(args.model_path.rstrip("/")))
-    t0 = time.perf_counter()
-    model = load_local_model(args.model_path, args.device, args.sha256)
-    log.info(
-        "loaded %s as %r in %.1fs; listening on http://%s:%d/v1",
-        args.model_path or "packaged MiniLM",
-        name,
-        time.perf_counter() - t0,
-        args.host,
-        args.port,
-    )
-    import uvicorn
-
-    uvicorn.run(create_app(model, name), host=args.host, port=args.port, log_level=args.log_level)
+    what = args.model_path or "packaged MiniLM"
+    serve(log, what, name, lambda: load_local_model(args.model_path, args.device, args.sha256), create_app, args)
 
 
 if __name__ == "__main__":

@@ -279,18 +279,15 @@ def run_config(cfg: Mapping[str, Any], max_prompt_tokens: int) -> dict:
     from codegrpo.learning import dhrcl_run_config
 
     t = cfg["learning_real"]["training"]
+    same_name = {k: t[k] for k in ("n", "lr", "kl_coef", "max_response_length", "temperature")}
     return dhrcl_run_config(
         cfg,
         batch=t["train_batch_size"],
-        n=t["n"],
-        lr=t["lr"],
-        kl_coef=t["kl_coef"],
         micro=t["micro_batch_size"],
-        max_prompt_tokens=max_prompt_tokens,
-        max_response_length=t["max_response_length"],
         steps=int(t["steps"]),
+        max_prompt_tokens=max_prompt_tokens,
         curriculum=cfg["learning_real"]["curriculum"],
-        temperature=t["temperature"],
+        **same_name,
     )
 
 

@@ -7,11 +7,9 @@ Endpoints: ``POST /v1/score`` (``{"model": name, "pairs": [[question, response],
     python -m codegrpo.rm_server --model-path DIR [--served-model-name NAME] [--device cuda] [--dtype bfloat16]
 """
 
-import argparse
 import logging
 import os
 import threading
-import time
 
 log = logging.getLogger("codegrpo.rm_server")
 
@@ -50,43 +48,26 @@ def create_app(scorer, served_name: str, max_pairs: int = 4096):
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8001)
-    ap.add_argument("--model-path", required=True, help="Hugging Face folder of the reward model")
-    ap.add_argument("--served-model-name", default="", help="name clients pass as 'model' (default: the folder)")
-    ap.add_argument("--value-head-prefix", default="v_head.summary")
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--max-length", type=int, default=8192)
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--log-level", default="info")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from codegrpo.serving import serve, server_args
+
+    def own(ap):
+        ap.add_argument("--model-path", required=True, help="Hugging Face folder of the reward model")
+        ap.add_argument("--served-model-name", default="", help="name clients pass as 'model' (default: the folder)")
+        ap.add_argument("--value-head-prefix", default="v_head.summary")
+        ap.add_argument("--dtype", default="float32")
+        ap.add_argument("--max-length", type=int, default=8192)
+        ap.add_argument("--batch-size", type=int, default=8)
+
+    args = server_args(__doc__, 8001, own, argv)
     from codegrpo.rewards.reward_model import RewardModelScorer
 
     name = args.served_model_name or os.path.basename(args.model_path.rstrip("/"))
-    t0 = time.perf_counter()
-    scorer = RewardModelScorer(
-        args.model_path,
-        value_head_prefix=args.value_head_prefix,
-        dtype=args.dtype,
-        device=args.device,
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-    )
-    log.info(
-        "loaded reward model %s as %r in %.1fs; listening on http://%s:%d/v1",
-        args.model_path,
-        name,
-        time.perf_counter() - t0,
-        args.host,
-        args.port,
-    )
-    import uvicorn
+    keys = ("value_head_prefix", "dtype", "device", "max_length", "batch_size")
 
-    uvicorn.run(create_app(scorer, name), host=args.host, port=args.port, log_level=args.log_level)
+    def load():
+        return RewardModelScorer(args.model_path, **{k: getattr(args, k) for k in keys})
+
+    serve(log, f"reward model {args.model_path}", name, load, create_app, args)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,9 @@
 import logging
 
 from codegrpo.budget import write_budget
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("budget failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     budget = write_budget(sm.config, sm.output.json, sm.output.md, command="snakemake budget")
     logging.info(
         "budget: %d training jobs, %d steps, %.0f GB on disk, %.0f GPU-hours",

@@ -3,12 +3,9 @@
 import os
 
 from codegrpo.data.generate import generate_from_config
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("data_generate failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     generate_from_config(
         sm.params.generate,
         normalize_cfg=sm.params.normalize,

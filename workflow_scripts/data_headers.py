@@ -4,12 +4,9 @@ import json
 
 from codegrpo.data.headers import PsycheC, validate_headers, write_dataset_outputs
 from codegrpo.io import read_jsonl
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("data_headers failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     cfg = sm.params.settings
     enabled = bool(sm.params.enabled)
     psychec = None

@@ -1,12 +1,9 @@
 """Snakemake script of rule data_ingest: read and validate one configured dataset."""
 
 from codegrpo.data.ingest import ingest_to_files
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("data_ingest %s failed", sm.params.name):
+with script_job(snakemake, f"data_ingest {snakemake.params.name}") as sm:  # noqa: F821  (injected by Snakemake)
     ingest_to_files(
         sm.params.name,
         dict(sm.params.dataset),

@@ -4,12 +4,14 @@ import os
 
 from codegrpo.data.kodcode import prepare_kodcode
 from codegrpo.sandbox import make_sandbox
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("data_kodcode failed"):
+# prepare_kodcode's keyword arguments named as the rule's params and as the keys of data.kodcode
+PARAMS = ("val_fraction", "heldout_fraction", "seed", "on_bad_record", "max_line_bytes")
+KODCODE_KEYS = ("source", "subsets", "gpt_difficulty", "max_benchmark_similarity", "decontaminate")
+KODCODE_KEYS += ("decontaminate_ngram", "verify_solutions", "verify_timeout")
+
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     kod = sm.params.kodcode
     sandbox = None
     if kod["verify_solutions"]:
@@ -18,20 +20,9 @@ with failure_logged("data_kodcode failed"):
         prepare_kodcode(
             list(kod["paths"]),
             out_dir=os.path.dirname(sm.output.train),
-            val_fraction=sm.params.val_fraction,
-            heldout_fraction=sm.params.heldout_fraction,
-            seed=sm.params.seed,
-            on_bad_record=sm.params.on_bad_record,
-            max_line_bytes=sm.params.max_line_bytes,
-            source=kod["source"],
-            subsets=kod["subsets"],
-            gpt_difficulty=kod["gpt_difficulty"],
-            max_benchmark_similarity=kod["max_benchmark_similarity"],
-            decontaminate=kod["decontaminate"],
-            decontaminate_ngram=kod["decontaminate_ngram"],
-            verify_solutions=kod["verify_solutions"],
-            verify_timeout=kod["verify_timeout"],
             sandbox=sandbox,
+            **{k: getattr(sm.params, k) for k in PARAMS},
+            **{k: kod[k] for k in KODCODE_KEYS},
         )
     finally:
         if sandbox is not None:

@@ -2,12 +2,9 @@
 
 from codegrpo.data.normalize import normalize_records
 from codegrpo.io import atomic_group, read_jsonl, write_json, write_jsonl
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("data_normalize failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     cfg = sm.params.settings
     kept, dropped, summary = normalize_records(
         read_jsonl(sm.input.records),

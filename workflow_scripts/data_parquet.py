@@ -1,12 +1,9 @@
 """Snakemake script of rule data_parquet: one stage's verl RL or SFT train/val parquet pair."""
 
 from codegrpo.data.parquet import write_stage_parquets
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("data_parquet failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     write_stage_parquets(
         list(sm.input),
         stage=sm.wildcards.stage,

@@ -4,12 +4,9 @@
 import logging
 
 from codegrpo.verl.dhrcl import run_dhrcl, with_reward_model
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("dhrcl_train failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     # dhrcl.reward_model.model: tiny -> the folder rule tiny_reward_model built
     cfg = with_reward_model(sm.params.cfg, sm.input.rm[0]) if sm.input.rm else sm.params.cfg
     done = run_dhrcl(

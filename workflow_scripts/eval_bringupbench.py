@@ -4,13 +4,10 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from codegrpo.io import log_to  # noqa: E402
-from codegrpo.workflow import failure_logged  # noqa: E402
+from codegrpo.workflow import script_job  # noqa: E402
 from codegrpo.eval.decompile import run_bringupbench_identifier  # noqa: E402
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("eval_bringupbench failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     run_bringupbench_identifier(
         sm.input.data,
         sm.output[0],

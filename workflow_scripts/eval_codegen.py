@@ -7,15 +7,12 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from codegrpo.io import log_to  # noqa: E402
-from codegrpo.workflow import failure_logged  # noqa: E402
+from codegrpo.workflow import codegen_scoring, script_job  # noqa: E402
 from codegrpo.eval.codegen_runs import run_model_benchmarks  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-p = sm.params
-with failure_logged("eval_codegen failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
+    p = sm.params
     run_model_benchmarks(
         sm.wildcards.run,
         sm.input.model,
@@ -24,11 +21,6 @@ with failure_logged("eval_codegen failed"):
         settings=GenerationSettings.from_params(p),
         backend=p.backend,
         kodcode_heldout=sm.input.get("kodcode_heldout_data"),
-        limit=p.limit,
         ks=p.ks,
-        workers=sm.threads,
-        timeout=p.timeout_s,
-        sandbox_limits=p.sandbox,
-        cfg=dict(p.items()),
-        suites=p.suites,
+        **codegen_scoring(sm),
     )

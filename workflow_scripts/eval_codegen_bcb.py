@@ -3,14 +3,11 @@ sandbox with the benchmark's libraries, one result per benchmark."""
 
 from types import SimpleNamespace
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import codegen_scoring, script_job
 from codegrpo.eval.codegen_runs import score_samples_files
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-p = sm.params
-with failure_logged("eval_codegen_bcb failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
+    p = sm.params
     settings = SimpleNamespace(n=p.n_samples, temperature=p.temperature, top_p=p.top_p, max_new_tokens=p.max_new_tokens)
     score_samples_files(
         sm.wildcards.run,
@@ -18,11 +15,6 @@ with failure_logged("eval_codegen_bcb failed"):
         {b: sm.input[f"{b}_samples"] for b in p.benchmarks},
         {b: sm.output[b] for b in p.benchmarks},
         settings=settings,
-        limit=p.limit,
         ks=p.ks,
-        workers=sm.threads,
-        timeout=p.timeout_s,
-        sandbox_limits=p.sandbox,
-        cfg=dict(p.items()),
-        suites=p.suites,
+        **codegen_scoring(sm),
     )

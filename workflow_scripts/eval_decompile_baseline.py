@@ -1,12 +1,9 @@
 """Snakemake script of rule eval_decompile_baseline: a row without a model (gold sanity, raw Ghidra / IDA) of a decompilation benchmark."""
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.eval.decompile import run_baseline
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("eval_decompile_baseline failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     run_baseline(
         sm.wildcards.baseline,
         sm.params.data,

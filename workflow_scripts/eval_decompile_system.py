@@ -5,15 +5,12 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from codegrpo.io import log_to  # noqa: E402
-from codegrpo.workflow import failure_logged  # noqa: E402
+from codegrpo.workflow import script_job  # noqa: E402
 from codegrpo.eval.decompile import run_system  # noqa: E402
 from codegrpo.eval.generate import GenerationSettings  # noqa: E402
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-p = sm.params
-with failure_logged("eval_decompile_system failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
+    p = sm.params
     settings = GenerationSettings.from_params(p, temperature=0.0, n=1)
     system = p.system
     run_system(

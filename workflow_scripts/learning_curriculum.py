@@ -2,12 +2,9 @@
 
 import logging
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.learning import run_curriculum_check
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("learning_curriculum failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     v = run_curriculum_check(sm.params.cfg, out_dir=sm.params.out_dir)
     logging.info("curriculum check: %s; transitions %s", "pass" if v["passed"] else "FAIL", v["transitions"])

@@ -2,13 +2,10 @@
 
 import logging
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.learning import run_direction_check
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("learning_direction failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     v = run_direction_check(
         sm.params.cfg,
         sm.wildcards.check,

@@ -2,13 +2,10 @@
 
 import logging
 
-from codegrpo.io import log_to
 from codegrpo.learning_real import select_slice
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("learning_real_data failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     rec = select_slice(sm.params.cfg, sm.params.out_dir)
     logging.info(
         "learning_real slice: %d train, %d val, %d held out (%d references failed their tests)",

@@ -2,13 +2,10 @@
 
 import logging
 
-from codegrpo.io import log_to
 from codegrpo.learning_real import evaluate_model
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("learning_real_eval failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     r = evaluate_model(
         sm.params.model_dir,
         sm.input.heldout,

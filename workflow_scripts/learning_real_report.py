@@ -4,13 +4,11 @@ import json
 import logging
 import os
 
-from codegrpo.io import log_to, write_json
+from codegrpo.io import write_json
 from codegrpo.learning_real import summarize, write_report
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("learning_real_report failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
 
     def load(path):
         with open(path, encoding="utf-8") as fh:

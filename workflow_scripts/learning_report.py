@@ -3,13 +3,10 @@
 import json
 import logging
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.learning import write_report
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("learning_report failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     directions = {}
     for check, path in zip(sm.params.checks, sm.input.directions):
         with open(path, encoding="utf-8") as fh:

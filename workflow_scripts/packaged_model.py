@@ -2,12 +2,9 @@
 
 import logging
 
-from codegrpo.io import log_to
 from codegrpo.packaged import build
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("packaged_model failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     out = build(sm.wildcards.packaged, sm.output[0])
     logging.info("packaged model %s written to %s", sm.wildcards.packaged, out)

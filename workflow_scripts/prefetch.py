@@ -13,12 +13,10 @@ for var in OFFLINE_VARS:
 os.environ["HF_HOME"] = snakemake.params.hf_home  # noqa: F821  (datasets' raw files too go to the run's cache)
 
 from codegrpo.hub import download  # noqa: E402
-from codegrpo.io import log_to, write_json  # noqa: E402
-from codegrpo.workflow import failure_logged  # noqa: E402
+from codegrpo.io import write_json  # noqa: E402
+from codegrpo.workflow import script_job  # noqa: E402
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("prefetch failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     p = sm.params
     manifest = download(p.refs, p.hf_home, p.models_dir, p.datasets_dir)
     write_json(sm.output[0], manifest)

@@ -2,13 +2,10 @@
 
 import logging
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.plots import plot_codegen
 from codegrpo.tables import load_results
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("report_codegen failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     n = plot_codegen(load_results(list(sm.input.results)), sm.output[0])
     logging.info("code generation figure: %d bars groups", n)

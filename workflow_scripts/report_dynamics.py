@@ -4,13 +4,10 @@ import logging
 import os
 
 from codegrpo import dynamics
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.tables import table_efficiency, write_table
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("report_dynamics failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     paths = dict(zip(sm.params.runs, sm.params.metrics))
     eff = sm.params.efficiency
     drawn = dynamics.plot_degenerate(dynamics.read_runs(paths), sm.output.chart)

@@ -2,13 +2,10 @@
 
 import logging
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.plots import plot_reexec
 from codegrpo.tables import load_published, load_results
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("report_reexec failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     n = plot_reexec(load_results(list(sm.input.results)), sm.output[0], load_published(sm.input.published or None))
     logging.info("re-executability figure: %d series", n)

@@ -2,13 +2,10 @@
 
 import logging
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.plots import plot_run
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("report_run failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     info = plot_run(sm.params.metrics, sm.output[0], run=sm.wildcards.run, curriculum_path=sm.params.curriculum)
     logging.info(
         "run %s: %d steps, panels %s, transitions %s",

@@ -4,13 +4,10 @@
 import logging
 
 from codegrpo.verl.stages import run_rl_stage
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-stage = sm.params.stage
-with failure_logged("%s training failed", stage):
+with script_job(snakemake, f"{snakemake.params.stage} training") as sm:  # noqa: F821  (injected by Snakemake)
+    stage = sm.params.stage
     done = run_rl_stage(
         sm.params.cfg,
         stage,

@@ -3,12 +3,9 @@
 import logging
 
 from codegrpo.verl.stages import run_sft
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("sft_train failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     done = run_sft(
         sm.params.cfg,
         sm.wildcards.which,

@@ -2,14 +2,11 @@
 
 import logging
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.smoke import plan_checks, run_smoke
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-p = sm.params
-with failure_logged("smoke failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
+    p = sm.params
     checks = plan_checks(p.cfg, decompile_data=sm.input.decompile, out_dir=p.out_dir, logs_dir=p.logs_dir)
     report = run_smoke(checks, p.out_dir, sm.output.report, sm.output.json)
     s = report["summary"]

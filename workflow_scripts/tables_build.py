@@ -3,13 +3,10 @@
 import logging
 import os
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.tables import build_tables
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("tables_build failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     built = build_tables(
         list(sm.input.results),
         os.path.dirname(sm.output[0]),

@@ -1,12 +1,9 @@
 """Snakemake script of rule tiny_model: the offline tiny model, its tokenizer trained on the run's own data."""
 
 from codegrpo.models import build_tiny_model, corpus_from_parquet
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("tiny_model failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     texts = corpus_from_parquet(list(sm.input))
     tiny = sm.params.tiny
     build_tiny_model(

@@ -1,13 +1,10 @@
 """Snakemake script of rule tiny_reward_model: the offline tiny reward model (AceCodeRM's layout) of the DHRCL
 reward-model variants when dhrcl.reward_model.model is tiny; its tokenizer trained on the KodCode slice."""
 
-from codegrpo.io import log_to
-from codegrpo.workflow import failure_logged
+from codegrpo.workflow import script_job
 from codegrpo.models import build_tiny_reward_model, corpus_from_parquet
 
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-log_to(sm.log[0])
-with failure_logged("tiny_reward_model failed"):
+with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
     tiny = sm.params.tiny
     build_tiny_reward_model(
         sm.output[0],

@@ -36,28 +36,23 @@ ABILITY = {"skeleton": "decompile", "skin": "decompile"}
 PROMPT_TYPE = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 REWARD_MODEL_TYPE = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
 
+
+def _extra_info(**fields: pa.DataType) -> pa.StructType:
+    """An ``extra_info`` struct: the row's ``index`` and ``split``, then the data set's own ``fields`` in order."""
+    return pa.struct([("index", pa.int64()), ("split", pa.string()), *fields.items()])
+
+
+_STR = pa.string()
 EXTRA_INFO_TYPES = {
-    "skeleton": pa.struct(
-        [
-            ("index", pa.int64()),
-            ("split", pa.string()),
-            ("dataset", pa.string()),
-            ("header", pa.string()),
-            ("header_status", pa.string()),
-        ]
-    ),
-    "skin": pa.struct([("index", pa.int64()), ("split", pa.string()), ("dataset", pa.string())]),
-    "kodcode": pa.struct(
-        [
-            ("index", pa.int64()),
-            ("split", pa.string()),
-            ("question_id", pa.string()),
-            ("reference_solution", pa.string()),
-            ("test_code", pa.string()),
-            ("entry_points", pa.list_(pa.string())),
-            ("tests_import_solution", pa.bool_()),
-            ("question", pa.string()),
-        ]  # the reward model's user turn (DHRCL baseline_acecoder)
+    "skeleton": _extra_info(dataset=_STR, header=_STR, header_status=_STR),
+    "skin": _extra_info(dataset=_STR),
+    "kodcode": _extra_info(
+        question_id=_STR,
+        reference_solution=_STR,
+        test_code=_STR,
+        entry_points=pa.list_(_STR),
+        tests_import_solution=pa.bool_(),
+        question=_STR,  # the reward model's user turn (DHRCL baseline_acecoder)
     ),
 }
 

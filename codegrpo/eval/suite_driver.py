@@ -175,25 +175,37 @@ def _connect(rpc, sock_fd: int, limit: float):
         return None, _short(exc)
 
 
+def _solution_callable(rpc, sock_fd: int, limit: float, find, res: dict) -> tuple[bool, object]:
+    """``(True, find(module))``: the function to test, looked up in the solution's module (through its process)
+    within ``limit`` seconds, ``res["executed"]`` set; ``(False, None)`` with ``res["error"]`` saying why where
+    the solution's process cannot be reached or the lookup fails or runs out of time."""
+    sol, err = _connect(rpc, sock_fd, limit)
+    if sol is None:
+        res["error"] = err
+        return False, None
+    try:
+        _limit(limit)
+        fn = find(sol)
+        _clear()
+    except BaseException as exc:  # noqa: BLE001
+        _clear()
+        res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
+        return False, None
+    res["executed"] = True
+    return True, fn
+
+
 def _r_evalplus(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
     """Runner side of EvalPlus's check: each call crosses to the solution's process, the output comes back as
     plain data and is compared here with the expected output (which the solution's process cannot read)."""
     with open(os.path.join(tests_dir, "expected.pkl"), "rb") as fh:
         expected = pickle.load(fh)
     res: dict = {"executed": False, "error": None}
-    sol, err = _connect(rpc, sock_fd, task["import_limit"])
-    if sol is None:
-        res["error"] = err
+    found, fn = _solution_callable(
+        rpc, sock_fd, task["import_limit"], lambda sol: getattr(sol, task["entry_point"]), res
+    )
+    if not found:
         return res
-    try:
-        _limit(task["import_limit"])
-        fn = getattr(sol, task["entry_point"])
-        _clear()
-    except BaseException as exc:  # noqa: BLE001
-        _clear()
-        res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
-        return res
-    res["executed"] = True
     for part in task["parts"]:
         inputs, limits = task["inputs"][part], task["time_limits"][part]
         deadline = time.monotonic() + task["part_timeout"][part]  # EvalPlus: min(cap, sum of limits) + 1 per part
@@ -290,20 +302,14 @@ def _r_lcb(task: dict, tests_dir: str, rpc, sock_fd: int) -> dict:
                 break
             res["n_pass"] += 1
     else:
-        sol, err = _connect(rpc, sock_fd, per_test)
-        if sol is None:
-            res["error"] = err
-            return res
-        try:
-            _limit(per_test)
+
+        def find(sol):
             target = sol.Solution() if task["class_solution"] and hasattr(sol, "Solution") else None
-            method = getattr(target, task["fn_name"]) if target is not None else getattr(sol, task["fn_name"])
-            _clear()
-        except BaseException as exc:  # noqa: BLE001
-            _clear()
-            res["error"] = "timeout" if isinstance(exc, _Timeout) else _short(exc)
+            return getattr(target, task["fn_name"]) if target is not None else getattr(sol, task["fn_name"])
+
+        found, method = _solution_callable(rpc, sock_fd, per_test, find, res)
+        if not found:
             return res
-        res["executed"] = True
         for i, t in enumerate(tests):
             try:
                 args = [json.loads(line) for line in t["input"].split("\n")]

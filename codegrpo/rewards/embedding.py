@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from codegrpo.serving import retry_pause
+
 log = logging.getLogger(__name__)
 
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -186,19 +188,27 @@ def embedding_config(cfg: Mapping[str, Any], stage: str | None = None) -> dict[s
     ``serve``. Unknown keys are an error naming the stage. Pass the result to :func:`env_from_config` or
     :func:`codegrpo.services.embedding_service`.
     """
+    if stage is None:
+        return dict(cfg.get("embedding") or {})
+    section = cfg.get(stage) or {}
+    merged = overridden_embedding(cfg, section.get("embedding"), f"{stage}.embedding")
+    if section.get("embedding_server"):
+        merged["serve"] = True
+    return merged
+
+
+def overridden_embedding(
+    cfg: Mapping[str, Any], override: Mapping[str, Any] | None, where: str, error: type[Exception] = EmbeddingError
+) -> dict[str, Any]:
+    """The top-level ``embedding`` section of ``cfg`` overridden key by key by ``override`` (the mapping at the
+    config path ``where``); a key that is neither an :class:`EmbeddingSettings` field nor a server key raises
+    ``error`` naming ``where``."""
     merged = dict(cfg.get("embedding") or {})
-    if stage is not None:
-        section = cfg.get(stage) or {}
-        override = dict(section.get("embedding") or {})
-        unknown = sorted(set(override) - set(FIELD_TYPES) - set(SERVER_KEYS))
-        if unknown:
-            raise EmbeddingError(
-                f"{stage}.embedding: unknown key(s) {unknown}; known: "
-                f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}"
-            )
-        merged.update(override)
-        if section.get("embedding_server"):
-            merged["serve"] = True
+    override = dict(override or {})
+    unknown = sorted(set(override) - set(FIELD_TYPES) - set(SERVER_KEYS))
+    if unknown:
+        raise error(f"{where}: unknown key(s) {unknown}; known: {', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}")
+    merged.update(override)
     return merged
 
 
@@ -279,16 +289,7 @@ class OpenAIBackend:
                     raise EmbeddingServiceError(
                         f"{self.describe()} failed {attempt + 1} times, giving up ({type(exc).__name__}: {exc})"
                     ) from exc
-                log.warning(
-                    "%s: %s (attempt %d/%d), retrying in %.1fs",
-                    self.describe(),
-                    exc,
-                    attempt + 1,
-                    s.max_retries + 1,
-                    delay,
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                delay = retry_pause(log, self.describe(), exc, attempt, s.max_retries + 1, delay)
         raise AssertionError("unreachable")
 
 

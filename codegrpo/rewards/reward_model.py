@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from codegrpo.serving import retry_pause
 
 log = logging.getLogger(__name__)
 
@@ -225,16 +226,7 @@ class RewardModelClient:
                     f"{self.describe()} failed {attempt + 1} times ({type(err).__name__}: "
                     f"{err}); is the server running?"
                 ) from err
-            log.warning(
-                "%s: %s (attempt %d/%d), retrying in %.1fs",
-                self.describe(),
-                err,
-                attempt + 1,
-                self.max_retries + 1,
-                delay,
-            )
-            time.sleep(delay)
-            delay = min(delay * 2, 30.0)
+            delay = retry_pause(log, self.describe(), err, attempt, self.max_retries + 1, delay)
         raise AssertionError("unreachable")
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[float]:

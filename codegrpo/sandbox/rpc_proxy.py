@@ -42,24 +42,6 @@ class Remote:
             bool(ep.op({"op": "isinstance", "h": object.__getattribute__(self, "_h"), "value": ep.encode(obj)})) is True
         )
 
-    def __eq__(self, other):
-        return _compare(self, "__eq__", other)
-
-    def __ne__(self, other):
-        return _compare(self, "__ne__", other)
-
-    def __lt__(self, other):
-        return _compare(self, "__lt__", other)
-
-    def __le__(self, other):
-        return _compare(self, "__le__", other)
-
-    def __gt__(self, other):
-        return _compare(self, "__gt__", other)
-
-    def __ge__(self, other):
-        return _compare(self, "__ge__", other)
-
     def __contains__(self, item):
         data = _plain_value(self)
         if data is not rules.NO_DATA and not isinstance(item, Remote):
@@ -82,24 +64,6 @@ class Remote:
             ep.raise_exc(rep["exc"])
         return ep.decode(rep.get("ok"))
 
-    def __bool__(self):
-        got = _dunder(self, "__bool__")
-        if type(got) is not bool:
-            raise TypeError("__bool__ should return bool")
-        return got
-
-    def __len__(self):
-        got = _dunder(self, "__len__")
-        if type(got) is not int or got < 0:
-            raise TypeError("__len__ should return a non-negative int")
-        return got
-
-    def __hash__(self):
-        got = _dunder(self, "__hash__")
-        if type(got) is not int:
-            raise TypeError("__hash__ should return an int")
-        return got
-
     def __repr__(self):
         try:
             return str(_dunder(self, "__repr__"))[:2000]
@@ -117,24 +81,6 @@ class Remote:
     def __next__(self):
         return _dunder(self, "__next__")
 
-    def __int__(self):
-        got = _dunder(self, "__int__")
-        if type(got) is not int:
-            raise TypeError("__int__ returned non-int")
-        return got
-
-    def __float__(self):
-        got = _dunder(self, "__float__")
-        if type(got) is not float:
-            raise TypeError("__float__ returned non-float")
-        return got
-
-    def __index__(self):
-        got = _dunder(self, "__index__")
-        if type(got) is not int:
-            raise TypeError("__index__ returned non-int")
-        return got
-
     def __enter__(self):
         return _dunder(self, "__enter__")
 
@@ -150,6 +96,47 @@ def _make_forwarder(name):
     f.__name__ = name
     return f
 
+
+def _make_comparison(name):
+    def f(self, other):
+        return _compare(self, name, other)
+
+    f.__name__ = name
+    return f
+
+
+def _make_conversion(name, ok, message):
+    """``name`` answered by the other side; an answer that is not ``ok`` is the TypeError ``message``."""
+
+    def f(self):
+        got = _dunder(self, name)
+        if not ok(got):
+            raise TypeError(message)
+        return got
+
+    f.__name__ = name
+    return f
+
+
+def _is(kind):
+    return lambda got: type(got) is kind
+
+
+_CONVERSIONS = {
+    "__bool__": (_is(bool), "__bool__ should return bool"),
+    "__len__": (lambda got: type(got) is int and got >= 0, "__len__ should return a non-negative int"),
+    "__hash__": (_is(int), "__hash__ should return an int"),
+    "__int__": (_is(int), "__int__ returned non-int"),
+    "__float__": (_is(float), "__float__ returned non-float"),
+    "__index__": (_is(int), "__index__ returned non-int"),
+}
+
+
+COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+for _n in COMPARISONS:
+    setattr(Remote, _n, _make_comparison(_n))
+for _n, (_ok, _message) in _CONVERSIONS.items():
+    setattr(Remote, _n, _make_conversion(_n, _ok, _message))
 
 for _n in (
     "__getitem__",
@@ -249,28 +236,14 @@ class PeerObject(Remote):
 
     __slots__ = ()
 
-    def __eq__(self, other):
-        return _dunder(self, "__eq__", other)
-
-    def __ne__(self, other):
-        return _dunder(self, "__ne__", other)
-
-    def __lt__(self, other):
-        return _dunder(self, "__lt__", other)
-
-    def __le__(self, other):
-        return _dunder(self, "__le__", other)
-
-    def __gt__(self, other):
-        return _dunder(self, "__gt__", other)
-
-    def __ge__(self, other):
-        return _dunder(self, "__ge__", other)
-
     def __contains__(self, item):
         return bool(_dunder(self, "__contains__", item))
 
     __hash__ = Remote.__hash__
+
+
+for _n in COMPARISONS:  # the runner's object compares itself, whatever it is compared with
+    setattr(PeerObject, _n, _make_forwarder(_n))
 
 
 def has_proxy(v) -> bool:

@@ -47,18 +47,10 @@ def metric_embedding_config(cfg: Mapping) -> dict:
     endpoint in the paper config, the packaged MiniLM in process locally), overridden key by key by
     ``evaluate.decompile.embedding``. Unknown override keys are an error naming the config path.
     """
-    from codegrpo.rewards.embedding import SERVER_KEYS, FIELD_TYPES
+    from codegrpo.rewards.embedding import overridden_embedding
 
-    merged = dict(cfg.get("embedding") or {})
-    override = dict(((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding") or {})
-    unknown = sorted(set(override) - set(FIELD_TYPES) - set(SERVER_KEYS))
-    if unknown:
-        raise ValueError(
-            f"evaluate.decompile.embedding: unknown key(s) {unknown}; known: "
-            f"{', '.join(list(FIELD_TYPES) + list(SERVER_KEYS))}"
-        )
-    merged.update(override)
-    return merged
+    override = ((cfg.get("evaluate") or {}).get("decompile") or {}).get("embedding")
+    return overridden_embedding(cfg, override, "evaluate.decompile.embedding", ValueError)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from codegrpo.eval import bcb_tests
 from codegrpo.eval.problems import Problem, SampleResult, parses
 from codegrpo.eval.suite_candidates import BCB_CANDIDATE
 from codegrpo.eval.suites.common import BenchmarkDataError, exec_note, need, read_records, resolve_source, suite_verdict
+from codegrpo.eval.suites.common import verdict_result
 
 _BCB_FIELDS = {
     "task_id": str,
@@ -142,17 +143,7 @@ def score_bigcodebench(problem: Problem, code: str, sample: int, sandbox, timeou
         if ok
         else (out.get("error") or (f"failed: {', '.join(sorted(failed))}" if failed else "") or exec_note(res))[:300]
     )
-    return SampleResult(
-        problem.problem_id,
-        sample,
-        parses(program),
-        bool(out.get("executed")),
-        ok,
-        max(0, n - len(failed)) if n else 0,
-        max(n, 1),
-        detail,
-        hack=out.get("hack"),
-    )
+    return verdict_result(problem, sample, program, out, ok, max(0, n - len(failed)) if n else 0, max(n, 1), detail)
 
 
 def bcb_test_names(test_code: str) -> tuple[set[str], bool]:

@@ -203,6 +203,28 @@ def suite_verdict(
     return out, res
 
 
+def verdict_result(
+    problem, sample: int, program: str, out: Mapping, passed: bool, n_pass: int, n_test: int, detail: str, **more
+):
+    """A sample's :class:`~codegrpo.eval.problems.SampleResult` from the runner's verdict ``out``
+    (:func:`suite_verdict`): whether ``program`` parses, whether it ran (``out["executed"]``) and the harness
+    guard that fired (``out["hack"]``) come from there; ``more`` are the suite's own fields."""
+    from codegrpo.eval.problems import SampleResult, parses
+
+    return SampleResult(
+        problem.problem_id,
+        sample,
+        parses(program),
+        bool(out.get("executed")),
+        passed,
+        n_pass,
+        n_test,
+        detail,
+        hack=out.get("hack"),
+        **more,
+    )
+
+
 def exec_note(res) -> str:
     if res.timed_out:
         return "time limit"

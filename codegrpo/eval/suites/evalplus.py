@@ -17,6 +17,7 @@ from codegrpo.eval.suites.common import (
     resolve_source,
     result_json,
     suite_verdict,
+    verdict_result,
 )
 
 # EvalPlus special oracles (evalplus/eval/_special_oracle.py): MBPP+ tasks compared as sets, and tasks whose
@@ -247,15 +248,4 @@ def score_evalplus(problem: Problem, code: str, sample: int, sandbox, timeout: f
             f"{'base' if not base_ok else 'plus'}: {failed.get('status', 'fail')}: "
             f"{failed.get('error') or out.get('error') or exec_note(res)}"
         )[:300]
-    return SampleResult(
-        problem.problem_id,
-        sample,
-        parses(program),
-        bool(out.get("executed")),
-        plus_ok,
-        n_pass,
-        n_test,
-        detail,
-        passed_base=base_ok,
-        hack=out.get("hack"),
-    )
+    return verdict_result(problem, sample, program, out, plus_ok, n_pass, n_test, detail, passed_base=base_ok)

@@ -13,9 +13,10 @@ import zlib
 from pathlib import Path
 from typing import Mapping
 
-from codegrpo.eval.problems import Problem, SampleResult, parses
+from codegrpo.eval.problems import Problem, SampleResult
 from codegrpo.eval.suite_candidates import LCB_STDIO_CANDIDATE
 from codegrpo.eval.suites.common import BenchmarkDataError, exec_note, need, read_records, resolve_source, suite_verdict
+from codegrpo.eval.suites.common import verdict_result
 
 # LiveCodeBench runs every program after these imports (lcb_runner/evaluation/testing_util.py).
 _LCB_MODULES = (
@@ -224,14 +225,4 @@ def score_livecodebench(
     out, res = suite_verdict(sandbox, "lcb", task, cand, wall, limits=lim)
     ok = out.get("status") == "pass"
     detail = "" if ok else f"{out.get('status', 'fail')}: {out.get('error') or exec_note(res)}"[:300]
-    return SampleResult(
-        problem.problem_id,
-        sample,
-        parses(code),
-        bool(out.get("executed")),
-        ok,
-        int(out.get("n_pass") or 0),
-        len(tests),
-        detail,
-        hack=out.get("hack"),
-    )
+    return verdict_result(problem, sample, code, out, ok, int(out.get("n_pass") or 0), len(tests), detail)
