@@ -253,7 +253,6 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
     server, the reward scores every rollout through it, and the run folder is every DHRCL run's."""
     from codegrpo import learning
     from codegrpo.models import build_tiny_model, corpus_from_parquet
-    from codegrpo.verl.dhrcl import run_dhrcl
 
     cfg = load_config(REPO / "config.yaml")
     problems = learning.curriculum_problems(cfg["data"]["kodcode"]["paths"], 2)
@@ -276,16 +275,7 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
     )
     d["reward_model"] = {"model": str(tiny_rm), "batch_size": 4}
     run_dir = tmp_path / "runs" / "dhrcl-baseline_acecoder-seed0"
-    with shared_ray.joined():
-        done = run_dhrcl(
-            run_cfg,
-            "baseline_acecoder",
-            train_files=data["rl_train"],
-            val_files=data["rl_val"],
-            init_model=str(tmp_path / "tiny"),
-            run_dir=run_dir,
-            seed=0,
-        )
+    done = shared_ray.run_dhrcl(run_cfg, "baseline_acecoder", data, tmp_path / "tiny", run_dir)
     for name in (
         "config.json",
         "settings.json",
