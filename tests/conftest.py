@@ -138,6 +138,15 @@ class SharedRay:
                 else:
                     os.environ[key] = value
 
+    def run_dhrcl(self, run_cfg: dict, variant: str, data: dict, init_model, run_dir: Path) -> dict:
+        """``run_dhrcl`` of ``variant`` with seed 0 on a curriculum dataset (``data``: the paths
+        write_curriculum_dataset returns) from ``init_model`` into ``run_dir``, joined to this Ray."""
+        from codegrpo.verl.dhrcl import run_dhrcl
+
+        files = {"train_files": data["rl_train"], "val_files": data["rl_val"]}
+        with self.joined():
+            return run_dhrcl(run_cfg, variant, **files, init_model=str(init_model), run_dir=run_dir, seed=0)
+
 
 @pytest.fixture(scope="module")
 def shared_ray():

@@ -138,12 +138,13 @@ def test_job_envs_run_the_drivers_python_and_pyproject_admits_it():
 
 def test_load_env_errors_name_file_and_field(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\ndependencies:\n  - pip\n")
-    with pytest.raises(envs.EnvCheckError, match=r"bad\.yaml: field `dependencies` must pin python"):
-        envs.load_env(bad)
-    bad.write_text("name: x\ndependencies: [python=3.11\n")
-    with pytest.raises(envs.EnvCheckError, match=r"bad\.yaml:\d+: not valid YAML"):
-        envs.load_env(bad)
+    for text, needle in (
+        ("name: x\ndependencies:\n  - pip\n", r"bad\.yaml: field `dependencies` must pin python"),
+        ("name: x\ndependencies: [python=3.11\n", r"bad\.yaml:\d+: not valid YAML"),
+    ):
+        bad.write_text(text)
+        with pytest.raises(envs.EnvCheckError, match=needle):
+            envs.load_env(bad)
 
 
 def test_pip_command_targets_another_python_with_wheels_only(tmp_path):

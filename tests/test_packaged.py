@@ -112,7 +112,6 @@ def test_dhrcl_trains_one_step_on_the_real_model(model_dir, tmp_path, shared_ray
     """One GRPO step of dhrcl-full on two KodCode problems from the real model: real tokenizer and chat template,
     rollouts scored by the sandboxed KodCode reward, the run folder of every DHRCL run."""
     from codegrpo import learning
-    from codegrpo.verl.dhrcl import run_dhrcl
 
     cfg = load_config(REPO_ROOT / "config.yaml")
     problems = learning.curriculum_problems(cfg["data"]["kodcode"]["paths"], 2)
@@ -132,16 +131,7 @@ def test_dhrcl_trains_one_step_on_the_real_model(model_dir, tmp_path, shared_ray
         rollout_log_prob_micro_batch_size_per_gpu=2,
     )
     run_dir = tmp_path / "runs" / "dhrcl-full-seed0"
-    with shared_ray.joined():
-        done = run_dhrcl(
-            run_cfg,
-            "full",
-            train_files=data["rl_train"],
-            val_files=data["rl_val"],
-            init_model=str(model_dir),
-            run_dir=run_dir,
-            seed=0,
-        )
+    done = shared_ray.run_dhrcl(run_cfg, "full", data, model_dir, run_dir)
     assert done["variant"] == "full"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     step = [r for r in rows if r.get("step") == 1 and "reward/score/mean" in r]

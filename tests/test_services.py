@@ -21,6 +21,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _service(tmp_path, cmd: list[str], name: str, ready_url: str | None = None, ready_timeout_s: float = 30):
+    """A ManagedService logging to tmp_path/svc.log; by default ready at /health of a free port nobody serves."""
+    url = ready_url or f"http://127.0.0.1:{free_port()}/health"
+    return ManagedService(cmd, ready_url=url, ready_timeout_s=ready_timeout_s, log_path=tmp_path / "svc.log", name=name)
+
+
 def test_process_group_is_stopped(tmp_path):
     port = free_port()
     pidfile = tmp_path / "child.pid"
@@ -31,13 +37,7 @@ def test_process_group_is_stopped(tmp_path):
         f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; "
         f"exec {shlex.quote(sys.executable)} -m http.server {port} --bind 127.0.0.1",
     ]
-    svc = ManagedService(
-        cmd,
-        ready_url=f"http://127.0.0.1:{port}/",
-        ready_timeout_s=30,
-        log_path=tmp_path / "svc.log",
-        name="http.server",
-    )
+    svc = _service(tmp_path, cmd, "http.server", ready_url=f"http://127.0.0.1:{port}/")
     with svc:
         leader = svc.pid
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
@@ -53,13 +53,7 @@ def test_process_group_is_stopped(tmp_path):
 
 def test_early_exit_reports_the_log(tmp_path):
     cmd = [sys.executable, "-c", "import sys; print('cannot load model XYZ', flush=True); sys.exit(3)"]
-    svc = ManagedService(
-        cmd,
-        ready_url=f"http://127.0.0.1:{free_port()}/health",
-        ready_timeout_s=30,
-        log_path=tmp_path / "svc.log",
-        name="broken",
-    )
+    svc = _service(tmp_path, cmd, "broken")
     t0 = time.monotonic()
     with pytest.raises(ServiceError, match=r"(?s)exited with status 3.*cannot load model XYZ"):
         with svc:
@@ -69,13 +63,7 @@ def test_early_exit_reports_the_log(tmp_path):
 
 def test_not_ready_in_time_is_stopped(tmp_path):
     cmd = [sys.executable, "-c", "import time; time.sleep(120)"]
-    svc = ManagedService(
-        cmd,
-        ready_url=f"http://127.0.0.1:{free_port()}/health",
-        ready_timeout_s=1.0,
-        log_path=tmp_path / "svc.log",
-        name="sleepy",
-    )
+    svc = _service(tmp_path, cmd, "sleepy", ready_timeout_s=1.0)
     svc.start()
     pid = svc.pid
     with pytest.raises(ServiceError, match="not ready"):

@@ -29,15 +29,8 @@ def test_parameter_counts_match_the_model_cards(hub_id, card):
 def test_parameter_count_formula_matches_transformers(arch):
     import transformers
 
-    kw = dict(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=176,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=arch == "qwen3",
-    )
+    sizes = dict(vocab_size=300, hidden_size=64, intermediate_size=176, num_hidden_layers=3)
+    kw = dict(sizes, num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=arch == "qwen3")
     conf = transformers.LlamaConfig(**kw) if arch == "llama" else transformers.Qwen3Config(head_dim=16, **kw)
     model = transformers.AutoModelForCausalLM.from_config(conf)
     spec = budget.spec_from_hf_config(arch, conf.to_dict())

@@ -66,7 +66,7 @@ def test_slices_disjoint_nonempty_and_schema(prepared):
         schema = pq.read_schema(out / f"{s}.parquet")
         assert schema.names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
         ei = schema.field("extra_info").type
-        assert [ei.field(i).name for i in range(ei.num_fields)] == [
+        assert [f.name for f in ei] == [
             "index",
             "split",
             "question_id",

@@ -58,13 +58,7 @@ def test_rl_skeleton_schema_and_content(record_files, tmp_path):
         assert schema.field("prompt").type == pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
         assert schema.field("reward_model").type == pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
         ei = schema.field("extra_info").type
-        assert [ei.field(i).name for i in range(ei.num_fields)] == [
-            "index",
-            "split",
-            "dataset",
-            "header",
-            "header_status",
-        ]
+        assert [f.name for f in ei] == ["index", "split", "dataset", "header", "header_status"]
         assert ei.field("index").type == pa.int64() and ei.field("header").type == pa.string()
     df = pd.concat([pd.read_parquet(train), pd.read_parquet(val)])
     assert set(df.data_source) == {"sk2decompile_structure"} and set(df.ability) == {"decompile"}

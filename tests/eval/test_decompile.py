@@ -8,11 +8,11 @@ import os
 import pytest
 
 from codegrpo.eval import decompile as d
+from tests.eval import MBPP_SAMPLE as MBPP
 
 GHIDRA = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 OBJ = "data/sk2decompile/humaneval-decompile-v1-gcc-obj.json"
 BRINGUP = "data/sk2decompile/bringupbench-merged.O0.func_map.infer.jsonl"
-MBPP = "data/sk2decompile/mbpp-decompile-sample.json"
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +34,16 @@ def test_loader_reads_all_levels(tasks, repo_root):
 
 def test_loader_names_entry_and_field(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(
-        json.dumps(
-            [
-                {"task_id": 0, "type": "O0", "c_func": "", "c_test": "", "input_asm_prompt": ""},
-                {"task_id": 1, "type": "O0", "c_func": "", "input_asm_prompt": ""},
-            ]
-        )
-    )
-    with pytest.raises(d.EvalDataError, match=r"bad.json: entry 1: missing field 'c_test'"):
-        d.load_humaneval_decompile(bad)
-    bad.write_text(json.dumps([{"task_id": 0, "type": "O9", "c_func": "", "c_test": "", "input_asm_prompt": ""}]))
-    with pytest.raises(d.EvalDataError, match=r"entry 0: field 'type' is 'O9'"):
-        d.load_humaneval_decompile(bad)
-    bad.write_text("[{")
-    with pytest.raises(d.EvalDataError, match=r"bad.json: line 1"):
-        d.load_humaneval_decompile(bad)
+    entry = {"task_id": 0, "type": "O0", "c_func": "", "c_test": "", "input_asm_prompt": ""}
+    no_test = {k: v for k, v in entry.items() if k != "c_test"}
+    for text, needle in (
+        (json.dumps([entry, {**no_test, "task_id": 1}]), r"bad.json: entry 1: missing field 'c_test'"),
+        (json.dumps([{**entry, "type": "O9"}]), r"entry 0: field 'type' is 'O9'"),
+        ("[{", r"bad.json: line 1"),
+    ):
+        bad.write_text(text)
+        with pytest.raises(d.EvalDataError, match=needle):
+            d.load_humaneval_decompile(bad)
 
 
 def test_both_loaders_check_rows_the_same_way(tmp_path):
@@ -202,6 +196,13 @@ def test_normalizer_formats_ghidra_pseudo(tasks):
     )
 
 
+def _tiny_system(name, model, eval_file, out, settings, **kw) -> dict:
+    """``run_system`` with ``model`` for both phases on the transformers backend: one task per level, two workers,
+    variant full; ``kw`` goes to ``run_system``."""
+    kw = {"backend": "transformers", "tasks_per_level": 1, "workers": 2, "variant": "full", **kw}
+    return d.run_system(name, model, model, eval_file, out, settings=settings, **kw)
+
+
 @pytest.mark.slow
 def test_two_phase_inference_with_tiny_model(repo_root, tmp_path):
     from codegrpo.eval.generate import GenerationSettings
@@ -213,18 +214,7 @@ def test_two_phase_inference_with_tiny_model(repo_root, tmp_path):
     )
     out = tmp_path / "eval" / "sys.json"
     settings = GenerationSettings(max_new_tokens=12, batch_size=4, use_chat_template=True)
-    res = d.run_system(
-        "tiny_two_phase",
-        model,
-        model,
-        repo_root / GHIDRA,
-        out,
-        settings=settings,
-        backend="transformers",
-        tasks_per_level=1,
-        workers=2,
-        variant="full",
-    )
+    res = _tiny_system("tiny_two_phase", model, repo_root / GHIDRA, out, settings)
     saved = json.loads(out.read_text())
     assert saved["tasks_per_level"] == {lv: 1 for lv in d.LEVELS}
     assert saved["models"]["skin"] == str(model) and saved["backend"] == "transformers"
@@ -252,17 +242,12 @@ def test_two_phase_on_the_mbpp_sample(repo_root, tmp_path, monkeypatch):
     from codegrpo.eval import sk2d_protocol as sk2d
 
     settings = GenerationSettings(max_new_tokens=8, batch_size=4, use_chat_template=False)
-    res = d.run_system(
+    res = _tiny_system(
         "sys",
-        model,
         model,
         repo_root / MBPP,
         out,
-        settings=settings,
-        backend="transformers",
-        tasks_per_level=1,
-        workers=2,
-        variant="full",
+        settings,
         identifier=True,
         embedding={"backend": "local"},
         benchmark="mbpp_decompile",

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from codegrpo.eval import decompile as d
+from tests.eval import MBPP_SAMPLE, mbpp_gold
 
 GHIDRA = "data/sk2decompile/humaneval-decompile-v1-gcc-ghidra.json"
 TASKS_PER_LEVEL = 2
@@ -307,7 +308,6 @@ def test_ida_and_ghidra_baseline_rows(nsp_file, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ MBPP-Decompile sample
-MBPP_SAMPLE = "data/sk2decompile/mbpp-decompile-sample.json"
 REFERENCE_FIELDS = (
     "index",
     "func_name",
@@ -334,14 +334,7 @@ def test_mbpp_sample_is_schema_exact_and_its_gold_passes(repo_root, tmp_path):
     assert d.detect_schema(repo_root / MBPP_SAMPLE) == "normsrcpseudo"
     tasks = d.load_eval_set(repo_root / MBPP_SAMPLE)
     assert sorted(t.key for t in tasks) == sorted(f"{i}_{lv}" for i in range(4) for lv in d.LEVELS)
-    gold = d.run_baseline(
-        "gold",
-        repo_root / MBPP_SAMPLE,
-        tmp_path / "gold.json",
-        benchmark="mbpp_decompile",
-        protocol="sk2decompile",
-        workers=2,
-    )
+    gold = mbpp_gold(repo_root, tmp_path, workers=2)
     assert gold["reexec"] == {lv: 100.0 for lv in d.LEVELS} and gold["protocol"] == "sk2decompile"
     # the tests can fail: a wrong function fails everywhere
     wrong = {t.key: t.c_func.replace("return", "return 1 +", 1) for t in tasks}

@@ -95,24 +95,12 @@ def tiny(repo_root, tmp_path_factory):
 
 
 def test_engine_args_come_from_the_settings(fake_vllm, tiny):
-    s = GenerationSettings(
-        max_new_tokens=7,
-        max_prompt_tokens=40,
-        gpu_memory_utilization=0.42,
-        max_model_len=300,
-        tensor_parallel_size=2,
-        seed=5,
-    )
+    engine = {"gpu_memory_utilization": 0.42, "max_model_len": 300, "tensor_parallel_size": 2, "seed": 5}
+    s = GenerationSettings(max_new_tokens=7, max_prompt_tokens=40, **engine)
     gen = make_generator(tiny, s, backend="vllm")
     assert isinstance(gen, VLLMGenerator)
     ((kind, args),) = fake_vllm.EVENTS
-    assert kind == "engine" and args == {
-        "model": str(tiny),
-        "gpu_memory_utilization": 0.42,
-        "max_model_len": 300,
-        "tensor_parallel_size": 2,
-        "seed": 5,
-    }
+    assert kind == "engine" and args == {"model": str(tiny), **engine}  # the settings' values, as given
     gen.close()
     # max_model_len defaults to what the benchmark needs, and cannot be below it
     VLLMGenerator(tiny, GenerationSettings(max_new_tokens=7, max_prompt_tokens=40)).close()
@@ -211,30 +199,12 @@ def test_generation_settings_from_rule_params():
 
     from codegrpo.eval.generate import GenerationSettings
 
-    p = SimpleNamespace(
-        max_new_tokens=64,
-        temperature=0.7,
-        top_p=0.9,
-        n_samples=4,
-        batch_size=3,
-        max_prompt_tokens=900,
-        use_chat_template=True,
-        seed=5,
-        vllm={"gpu_memory_utilization": 0.4, "max_model_len": 2048, "tensor_parallel_size": 2},
-    )
+    # the params of the settings' own names, and the vllm section's
+    same = dict(max_new_tokens=64, temperature=0.7, top_p=0.9, batch_size=3, max_prompt_tokens=900, seed=5)
+    vllm = {"gpu_memory_utilization": 0.4, "max_model_len": 2048, "tensor_parallel_size": 2}
+    p = SimpleNamespace(**same, n_samples=4, use_chat_template=True, vllm=vllm)
     s = GenerationSettings.from_params(p)
-    assert (
-        s.max_new_tokens,
-        s.temperature,
-        s.top_p,
-        s.n,
-        s.batch_size,
-        s.max_prompt_tokens,
-        s.use_chat_template,
-        s.seed,
-        s.gpu_memory_utilization,
-        s.max_model_len,
-        s.tensor_parallel_size,
-    ) == (64, 0.7, 0.9, 4, 3, 900, True, 5, 0.4, 2048, 2)
+    assert {k: getattr(s, k) for k in (*same, *vllm)} == {**same, **vllm}
+    assert (s.n, s.use_chat_template) == (4, True)
     g = GenerationSettings.from_params(p, temperature=0.0, n=1)
     assert (g.temperature, g.n, g.top_p, g.max_new_tokens) == (0.0, 1, 1.0, 64)

@@ -23,8 +23,7 @@ import pytest
 
 from codegrpo.eval import decompile as d
 from codegrpo.eval import sk2d_protocol as sk2d
-
-MBPP = "data/sk2decompile/mbpp-decompile-sample.json"
+from tests.eval import MBPP_SAMPLE as MBPP, mbpp_gold
 
 
 # ------------------------------------------------------------------------------------------ prompts
@@ -218,13 +217,6 @@ def test_missing_input_field_and_empty_level_fail_before_any_model_loads(repo_ro
 def test_result_records_the_evaluation_file_sha256(repo_root, tmp_path):
     import hashlib
 
-    res = d.run_baseline(
-        "gold",
-        repo_root / MBPP,
-        tmp_path / "gold.json",
-        benchmark="mbpp_decompile",
-        protocol="sk2decompile",
-        tasks_per_level=1,
-    )
+    res = mbpp_gold(repo_root, tmp_path, tasks_per_level=1)
     assert res["data_sha256"] == hashlib.sha256((repo_root / MBPP).read_bytes()).hexdigest()
     assert res["reexec_avg"] == 100.0 and res["input_field"] is None

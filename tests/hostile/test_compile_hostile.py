@@ -22,6 +22,7 @@ import pytest
 
 from codegrpo.rewards import compute_score_batch
 from codegrpo.rewards.compile import CompileEngine
+from tests.hostile.conftest import scan_proc
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(300)]
 
@@ -59,18 +60,12 @@ HOSTILE = {
 
 def _descendants_in(root: Path) -> list[str]:
     """Processes whose working directory is inside ``root`` (the engine runs every gcc inside its scratch)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if cwd.startswith(str(root)):
-            found.append(f"{pid}: {cmd}")
-    return found
+
+    def cwd_and_command(pid: str) -> tuple[str, str]:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return os.readlink(f"/proc/{pid}/cwd"), cmd
+
+    return [f"{pid}: {cmd}" for pid, (cwd, cmd) in scan_proc(cwd_and_command) if cwd.startswith(str(root))]
 
 
 def _left_running(root: Path, grace_s: float = 10.0) -> list[str]:

@@ -16,6 +16,7 @@ import pytest
 
 from codegrpo import sandbox as ex
 from codegrpo.eval import suites as s
+from tests.hostile.conftest import always_equal_source
 
 pytestmark = pytest.mark.hostile
 
@@ -112,25 +113,7 @@ def _forge():
             pass
 """
 
-ALWAYS_EQ = """
-class _Eq:
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    __hash__ = object.__hash__
-class _EqFloat(float):
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    __hash__ = float.__hash__
-class _EqList(list):
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-"""
+ALWAYS_EQ = always_equal_source("_Eq", "_EqFloat", "_EqList")
 
 PATCH = """
 import builtins as _b, operator as _op, sys as _sys, unittest as _ut

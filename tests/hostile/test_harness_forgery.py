@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 from codegrpo import sandbox as ex
+from tests.hostile.conftest import always_equal_source
 
 pytestmark = pytest.mark.hostile
 
@@ -187,30 +188,7 @@ EXTRA_TESTS = (
     + "\nclass TestExtra:\n    def test_more(self):\n        pass\n"
 )
 
-ALWAYS_EQ = """
-class _Eq:
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    def __hash__(self):
-        return 0
-    def __bool__(self):
-        return True
-class _EqInt(int):
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    __hash__ = int.__hash__
-class _EqStr(str):
-    def __eq__(self, other):
-        return True
-    __hash__ = str.__hash__
-class _EqList(list):
-    def __eq__(self, other):
-        return True
-"""
+ALWAYS_EQ = always_equal_source("_Eq", "_EqInt", "_EqStr", "_EqList")
 
 EXIT_TRICKS = {
     "sys.exit at import": ("import sys\nsys.exit(0)\n", "return 0"),
@@ -221,19 +199,24 @@ EXIT_TRICKS = {
     "KeyboardInterrupt in the function": ("", "raise KeyboardInterrupt"),
 }
 
+# What the entry points return in the always-equal tricks, by the class's base.
+ALWAYS_EQ_RETURNS = {
+    "object": "_Eq()",
+    "int subclass": "_EqInt(0)",
+    "str subclass": "_EqStr('')",
+    "list subclass": "_EqList()",
+}
+
 TRICKS = {
     "report forgery by descriptor": (FORGE_FDS, "_forge()\nreturn 0"),
     "report forgery by path": (FORGE_PATHS, "_forge()\nreturn 0"),
+    "stack-frame and gc code swaps": (FRAMES, "_rewrite()\nreturn 0"),
     "pytest patching at import": (PATCH_PYTEST, "return 0"),
     "conftest.py written": (CONFTEST, "return 0"),
     "PYTEST_ADDOPTS": (ENV_ADDOPTS, "return 0"),
-    "stack-frame and gc code swaps": (FRAMES, "_rewrite()\nreturn 0"),
     "test-file rewrite": (REWRITE_TESTS, "return 0"),
     "exported test_* functions": (EXTRA_TESTS, "return 0"),
-    "always-equal object": (ALWAYS_EQ, "return _Eq()"),
-    "always-equal int subclass": (ALWAYS_EQ, "return _EqInt(0)"),
-    "always-equal str subclass": (ALWAYS_EQ, "return _EqStr('')"),
-    "always-equal list subclass": (ALWAYS_EQ, "return _EqList()"),
+    **{f"always-equal {base}": (ALWAYS_EQ, f"return {value}") for base, value in ALWAYS_EQ_RETURNS.items()},
     **EXIT_TRICKS,
 }
 

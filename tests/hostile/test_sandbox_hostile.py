@@ -19,6 +19,7 @@ import pytest
 
 from codegrpo import sandbox as ex
 from codegrpo.sandbox.supervisor import TRUNC_MARK, UID_RANGE
+from tests.hostile.conftest import scan_proc
 
 pytestmark = pytest.mark.hostile
 
@@ -44,20 +45,14 @@ def _marker() -> str:
 
 def _marker_pids(marker: str) -> list[int]:
     """Host-side /proc scan: live processes whose command line contains the marker."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                cmd = fh.read()
-            with open(f"/proc/{name}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmd and state != "Z":
-            out.append(int(name))
-    return out
+
+    def command_and_state(pid: str) -> tuple[bytes, str]:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read()
+        with open(f"/proc/{pid}/stat") as fh:
+            return cmd, fh.read().rsplit(")", 1)[1].split()[0]
+
+    return [pid for pid, (cmd, state) in scan_proc(command_and_state) if marker.encode() in cmd and state != "Z"]
 
 
 def _sandbox_uid_pids() -> list[int]:

@@ -21,12 +21,18 @@ import yaml
 from codegrpo import hub, preflight
 from tests.hub_standin import COMMIT, HubStandIn
 
-from tests.conftest import REPO_ROOT as REPO, copy_workflow
+from tests.conftest import REPO_ROOT as REPO, copy_workflow, run_snakemake
 
 MODEL_ID = "codegrpo-test/tiny-qwen2"
 DATASET_ID = "codegrpo-test/TinyRows-10K"  # datasets snake-cases the cache folder: tiny_rows-10_k
 LCB_ID = "codegrpo-test/lcb-lite"
 KOD_ID = "codegrpo-test/KodRows"
+
+
+def _python(code: str, *args: str, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -c CODE ARGS`` in the repository with ``env``, output captured."""
+    cmd = [sys.executable, "-c", code, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
 
 
 def test_prefetch_refuses_to_run_offline(tmp_path):
@@ -35,14 +41,7 @@ def test_prefetch_refuses_to_run_offline(tmp_path):
         "try:\n    hub.download({'models': [('model.base', 'a/b')]}, 'h', 'h/hub', 'h/datasets')\n"
         "except hub.HubError as e:\n    print('ERR', e)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)},
-    )
+    proc = _python(code, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}, timeout=120)
     assert "ERR prefetch needs the network, but HF_HUB_OFFLINE is set" in proc.stdout, proc.stderr
 
 
@@ -130,14 +129,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
     with HubStandIn(
         models={MODEL_ID: tiny_model_dir}, datasets={DATASET_ID: rows_repo, KOD_ID: rows_repo, LCB_ID: lcb_repo}
     ) as standin:
-        proc = subprocess.run(
-            [sys.executable, "-c", code, str(cfg_file)],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=300,
-            env={**_online_env(standin.url), "HF_HOME": str(home)},
-        )
+        proc = _python(code, str(cfg_file), env={**_online_env(standin.url), "HF_HOME": str(home)})
         assert proc.returncode == 0, proc.stderr[-3000:]
         requests = list(standin.requests)
     files_server.shutdown()
@@ -179,9 +171,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
         f"tok = AutoTokenizer.from_pretrained({MODEL_ID!r}); m = AutoModelForCausalLM.from_pretrained({MODEL_ID!r})\n"
         "print('LOADED', type(m).__name__, len(tok('int x;')['input_ids']) > 0)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", load], capture_output=True, text=True, cwd=REPO, timeout=300, env=job_env
-    )
+    proc = _python(load, env=job_env)
     assert "LOADED Qwen2ForCausalLM True" in proc.stdout, proc.stderr[-3000:]
     # a stage's `import` of a hub id (codegrpo.models.import_checkpoint) also works offline from the cache
     assert (imported / "model.safetensors").read_bytes() == (tiny_model_dir / "model.safetensors").read_bytes()
@@ -190,9 +180,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
         f"ds = datasets.load_dataset({DATASET_ID!r}, split='train')\n"
         "print('ROWS', len(ds), ds[4]['code'])\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", rows], capture_output=True, text=True, cwd=REPO, timeout=300, env=job_env
-    )
+    proc = _python(rows, env=job_env)
     assert "ROWS 5 int f4;" in proc.stdout, proc.stderr[-3000:]
     # the data and evaluation code paths, offline: the KodCode release from its own cache, LiveCodeBench's file
     jobs = (
@@ -202,9 +190,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
         f"(path,) = _lcb_paths({LCB_ID!r}, 'v2')\n"
         "print('JOBS', name, len(rows), open(path).read().strip())\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", jobs], capture_output=True, text=True, cwd=REPO, timeout=300, env=job_env
-    )
+    proc = _python(jobs, env=job_env)
     assert f'JOBS {KOD_ID} 5 {{"question_title": "test2.jsonl"}}' in proc.stdout, proc.stderr[-3000:]
     # the evaluation's file by URL, offline, from the URL cache (its server is gone); a URL never prefetched fails
     # naming the prefetch instead of trying the network
@@ -216,9 +202,7 @@ def test_prefetch_through_a_hub_standin_then_offline(paper, tiny_model_dir, tmp_
         "except EvalDataError as exc:\n"
         "    print('OFFLINE', 'snakemake prefetch' in str(exc))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", urls], capture_output=True, text=True, cwd=REPO, timeout=300, env=job_env
-    )
+    proc = _python(urls, env=job_env)
     assert "URL True" in proc.stdout and "OFFLINE True" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -233,14 +217,7 @@ def test_prefetch_failure_names_the_key(paper, tmp_path):
         "except hub.HubError as e:\n    print('ERR', e)\n"
     )
     with HubStandIn(models={}) as standin:  # the hub answers, but has none of the repos
-        proc = subprocess.run(
-            [sys.executable, "-c", code, str(cfg_file)],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=300,
-            env=_online_env(standin.url),
-        )
+        proc = _python(code, str(cfg_file), env=_online_env(standin.url))
     assert "ERR model.base = 'LLM4Binary/llm4decompile-6.7b-v2': download failed" in proc.stdout, proc.stderr[-2000:]
 
 
@@ -252,16 +229,10 @@ def test_prefetch_rule_goes_online_while_the_workflow_sets_jobs_offline(tiny_mod
     (wd / "site.yaml").write_text(
         yaml.safe_dump({"hub": {"cache_dir": str(home), "offline_jobs": True, "models": [MODEL_ID]}})
     )
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
     with HubStandIn(models={MODEL_ID: tiny_model_dir}) as standin:
-        proc = subprocess.run(
-            [snakemake, "prefetch", "--cores", "1", "--configfile", "config.yaml", "site.yaml"],
-            cwd=wd,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**_online_env(standin.url), "PYTHONPATH": str(REPO)},
-        )
+        env = {**_online_env(standin.url), "PYTHONPATH": str(REPO)}
+        args = ("prefetch", "--cores", "1", "--configfile", "config.yaml", "site.yaml")
+        proc = run_snakemake(*args, cwd=wd, timeout=600, lock=True, env=env)
     log = wd / "logs" / "prefetch" / "prefetch.log"
     assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text() if log.exists() else "")
     manifest = json.loads((wd / "results" / "hub" / "prefetch.json").read_text())
@@ -282,16 +253,9 @@ def test_a_real_run_with_offline_jobs_stops_on_uncached_models(tmp_path):
             }
         )
     )
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [snakemake, "--cores", "1", "--configfile", "config.yaml", "config/paper.yaml", str(site)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    configs = ("--configfile", "config.yaml", "config/paper.yaml", str(site))
+    proc = run_snakemake("--cores", "1", *configs, timeout=300, lock=True, env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "PreflightError" in out
     assert (
@@ -299,12 +263,5 @@ def test_a_real_run_with_offline_jobs_stops_on_uncached_models(tmp_path):
         f"cache ({tmp_path / 'empty' / 'hub'})" in out
     )
     assert not (tmp_path / "res").exists()  # no job ran
-    dry = subprocess.run(
-        [snakemake, "-n", "--configfile", "config.yaml", "config/paper.yaml", str(site)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    dry = run_snakemake("-n", *configs, timeout=300, lock=True, env=env)
     assert dry.returncode == 0, dry.stderr[-2000:]  # planning needs no cache

@@ -22,6 +22,7 @@ from codegrpo.config import load_config
 from codegrpo.rewards import compute_score, compute_score_batch
 
 from tests.conftest import REPO_ROOT as REPO
+from tests.verl import launch_files
 
 
 # ---------------------------------------------------------------------------------------------- fast
@@ -122,21 +123,15 @@ def test_loss_overrides_select_each_loss():
         learning.loss_overrides("nope")
 
 
-def test_direction_launch_composes_with_verl():
+def test_direction_launch_composes_with_verl(tmp_path):
     """The toy launch of every check validates against verl's Hydra config (the same launch the runs use)."""
     from codegrpo.verl.launch import grpo_launch
 
     cfg = learning.direction_config(load_config(REPO / "config.yaml"))
     for check in learning.CHECKS:
+        overrides = learning.loss_overrides(check)
         launch = grpo_launch(
-            cfg,
-            cfg["skeleton_rl"],
-            "skeleton_rl",
-            train_files="t.parquet",
-            val_files="v.parquet",
-            model_path="m",
-            run_dir="/tmp/x",
-            extra_overrides=learning.loss_overrides(check),
+            cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path), extra_overrides=overrides
         )
         composed = launch.validate()
         assert composed.actor_rollout_ref.actor.policy_loss.loss_mode == learning.loss_overrides(check)[0].split("=")[1]

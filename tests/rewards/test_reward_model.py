@@ -17,6 +17,7 @@ from codegrpo.models import build_tiny_reward_model
 from codegrpo.rewards import reward_model as rm
 
 from tests.conftest import REPO_ROOT as REPO
+from tests.verl import dhrcl_launch_at
 
 CORPUS = [
     "def add(a, b):\n    return a + b\n",
@@ -223,22 +224,12 @@ def test_reward_reads_the_runs_endpoint(tmp_path, monkeypatch):
 def test_reward_model_runs_get_their_training_overrides(tmp_path):
     """dhrcl.reward_model.training reaches the verl launch of the reward-model runs only (paper config: a smaller
     rollout share beside the RM server)."""
-    from codegrpo.verl import dhrcl as vd
-
     cfg = load_config(REPO / "config" / "paper.yaml")
 
     def launch(variant):
-        la = vd.dhrcl_launch(
-            cfg,
-            variant,
-            train_files=str(tmp_path / "t.parquet"),
-            val_files=str(tmp_path / "v.parquet"),
-            init_model="Qwen/Qwen3-8B",
-            run_dir=tmp_path / variant,
-            seed=0,
-            model="Qwen3-8B",
-        )
-        return la.validate()
+        return dhrcl_launch_at(
+            cfg, variant, tmp_path, variant, init_model="Qwen/Qwen3-8B", seed=0, model="Qwen3-8B"
+        ).validate()
 
     ace, full = launch("baseline_acecoder"), launch("full")
     assert ace.actor_rollout_ref.rollout.gpu_memory_utilization == 0.4
@@ -262,7 +253,6 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
     server, the reward scores every rollout through it, and the run folder is every DHRCL run's."""
     from codegrpo import learning
     from codegrpo.models import build_tiny_model, corpus_from_parquet
-    from codegrpo.verl.dhrcl import run_dhrcl
 
     cfg = load_config(REPO / "config.yaml")
     problems = learning.curriculum_problems(cfg["data"]["kodcode"]["paths"], 2)
@@ -285,16 +275,7 @@ def test_acecoder_baseline_trains_on_cpu(tiny_rm, tmp_path, shared_ray):
     )
     d["reward_model"] = {"model": str(tiny_rm), "batch_size": 4}
     run_dir = tmp_path / "runs" / "dhrcl-baseline_acecoder-seed0"
-    with shared_ray.joined():
-        done = run_dhrcl(
-            run_cfg,
-            "baseline_acecoder",
-            train_files=data["rl_train"],
-            val_files=data["rl_val"],
-            init_model=str(tmp_path / "tiny"),
-            run_dir=run_dir,
-            seed=0,
-        )
+    done = shared_ray.run_dhrcl(run_cfg, "baseline_acecoder", data, tmp_path / "tiny", run_dir)
     for name in (
         "config.json",
         "settings.json",

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from codegrpo.rewards import verpo as vp
+from tests.verl import dhrcl_launch_at
 
 H = 0.1  # the paper config's (reconstructed) bandwidth
 
@@ -188,14 +189,7 @@ def test_variant_sets_plain_grpo_loss_and_no_std_normalisation(repo_root, tmp_pa
     assert "baseline_verpo" in paper["dhrcl"]["runs"]
     assert "baseline_verpo" not in load_config(repo_root / "config.yaml")["dhrcl"]["runs"]
     cfg = load_config(repo_root / "config.yaml")
-    launch = vd.dhrcl_launch(
-        cfg,
-        "baseline_verpo",
-        train_files=str(tmp_path / "t.parquet"),
-        val_files=str(tmp_path / "v.parquet"),
-        init_model=str(tmp_path / "model"),
-        run_dir=tmp_path / "dhrcl-baseline_verpo",
-    )
+    launch = dhrcl_launch_at(cfg, "baseline_verpo", tmp_path)
     hc = launch.validate()
     assert hc.algorithm.norm_adv_by_std_in_grpo is False and hc.algorithm.adv_estimator == "grpo"
     assert hc.actor_rollout_ref.actor.policy_loss.loss_mode == "vanilla"
@@ -204,12 +198,5 @@ def test_variant_sets_plain_grpo_loss_and_no_std_normalisation(repo_root, tmp_pa
     ]
     assert scorer["variant"] == "verpo" and scorer["verpo"]["alpha"] == 1.0 and scorer["verpo"]["beta"] == 0.5
     assert scorer["verpo"]["kde_bandwidth"] == 0.1
-    full = vd.dhrcl_launch(
-        cfg,
-        "full",
-        train_files=str(tmp_path / "t.parquet"),
-        val_files=str(tmp_path / "v.parquet"),
-        init_model=str(tmp_path / "model"),
-        run_dir=tmp_path / "dhrcl-full",
-    ).validate()
+    full = dhrcl_launch_at(cfg, "full", tmp_path).validate()
     assert full.algorithm.norm_adv_by_std_in_grpo is True

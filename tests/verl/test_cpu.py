@@ -23,6 +23,7 @@ from codegrpo.config import load_config
 from codegrpo.verl import cpu
 
 from tests.conftest import REPO_ROOT as REPO
+from tests.verl import launch_files
 
 
 def _py(code: str, timeout: int = 240) -> subprocess.CompletedProcess:
@@ -71,22 +72,14 @@ def test_cpu_overrides_and_ray_settings():
     assert cpu.node_resources(1, 4) == {"num_cpus": 4, "num_gpus": 1, "resources": {"cpu": 1}}
 
 
-def test_trainer_forwards_the_jobs_threads_to_ray_workers(monkeypatch):
+def test_trainer_forwards_the_jobs_threads_to_ray_workers(monkeypatch, tmp_path):
     """The thread counts Snakemake gives a training job reach verl's Ray workers through the runtime env, also
     when the driver joins a Ray started elsewhere (whose workers inherit that Ray's environment)."""
     from codegrpo.verl.launch import grpo_launch
     from codegrpo.verl.trainer import THREAD_VARS, ray_init_kwargs
 
     cfg = tiny_cfg()
-    g = grpo_launch(
-        cfg,
-        cfg["skeleton_rl"],
-        "skeleton_rl",
-        train_files="t.parquet",
-        val_files="v.parquet",
-        model_path="m",
-        run_dir="/tmp/x",
-    ).validate()
+    g = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path)).validate()
     for name in (*THREAD_VARS, "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
     assert not set(THREAD_VARS) & set(ray_init_kwargs(g)["runtime_env"]["env_vars"])

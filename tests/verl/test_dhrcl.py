@@ -11,6 +11,7 @@ from codegrpo.config import load_config
 from codegrpo.runsettings import SETTINGS_ENV
 from codegrpo.verl import dhrcl as vd
 from codegrpo.verl import dhrcl_curriculum as dc
+from tests.verl import dhrcl_launch_at
 
 
 def test_variants_map_to_reward_loss_and_curriculum():
@@ -37,14 +38,7 @@ def test_variants_map_to_reward_loss_and_curriculum():
 )
 def test_launch_composes_with_hydra(repo_root, tmp_path, variant, loss):
     cfg = load_config(repo_root / "config.yaml")
-    launch = vd.dhrcl_launch(
-        cfg,
-        variant,
-        train_files=str(tmp_path / "t.parquet"),
-        val_files=str(tmp_path / "v.parquet"),
-        init_model=str(tmp_path / "model"),
-        run_dir=tmp_path / f"dhrcl-{variant}",
-    )
+    launch = dhrcl_launch_at(cfg, variant, tmp_path)
     hc = launch.validate()
     assert hc.trainer.experiment_name == f"dhrcl-{variant}"
     assert hc.actor_rollout_ref.actor.policy_loss.loss_mode == loss
@@ -68,15 +62,7 @@ def test_seeded_run_name_and_seed(repo_root, tmp_path):
     """A run of dhrcl.seeds: dhrcl-<variant>-seed<seed>, trained with that seed (recorded in settings.json)."""
     cfg = load_config(repo_root / "config.yaml")
     assert vd.run_name("full") == "dhrcl-full" and vd.run_name("no_ast", 2) == "dhrcl-no_ast-seed2"
-    launch = vd.dhrcl_launch(
-        cfg,
-        "full",
-        train_files=str(tmp_path / "t.parquet"),
-        val_files=str(tmp_path / "v.parquet"),
-        init_model=str(tmp_path / "model"),
-        run_dir=tmp_path / "dhrcl-full-seed2",
-        seed=2,
-    )
+    launch = dhrcl_launch_at(cfg, "full", tmp_path, "dhrcl-full-seed2", seed=2)
     hc = launch.validate()
     assert hc.trainer.experiment_name == "dhrcl-full-seed2" and hc.data.seed == 2
     assert hc.actor_rollout_ref.rollout.seed == 2  # vLLM's sampling seed differs per seed, not only data order

@@ -405,6 +405,13 @@ def test_callback_resolution():
         resolve_callable("json:__doc__")
 
 
+def _stage_inputs(tmp_path, train: str, val: str, run: str) -> dict:
+    """run_grpo / run_sft / run_rl_stage keywords: ``<train>.parquet`` and ``<val>.parquet`` and the run folder
+    ``run`` under tmp_path, a hub id (never fetched) as the model."""
+    files = {"train_files": tmp_path / f"{train}.parquet", "val_files": tmp_path / f"{val}.parquet"}
+    return {**files, "init_model": "org/model", "run_dir": tmp_path / run}
+
+
 def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
     import pandas as pd
 
@@ -431,24 +438,9 @@ def test_bad_training_inputs_are_rejected_before_launch(tmp_path, repo_root):
     # the stage functions stop before launching and leave nothing that looks complete
     cfg = load_config(repo_root / "config.yaml")
     with pytest.raises(TrainingInputError):
-        run_grpo(
-            cfg,
-            cfg["skeleton_rl"],
-            "skeleton_rl",
-            train_files=tmp_path / "bad_rl.parquet",
-            val_files=tmp_path / "rl.parquet",
-            init_model="org/model",
-            run_dir=tmp_path / "run",
-        )
+        run_grpo(cfg, cfg["skeleton_rl"], "skeleton_rl", **_stage_inputs(tmp_path, "bad_rl", "rl", "run"))
     with pytest.raises(TrainingInputError):
-        run_sft(
-            cfg,
-            "skin",
-            train_files=tmp_path / "bad_sft.parquet",
-            val_files=tmp_path / "bad_sft.parquet",
-            init_model="org/model",
-            run_dir=tmp_path / "run2",
-        )
+        run_sft(cfg, "skin", **_stage_inputs(tmp_path, "bad_sft", "bad_sft", "run2"))
     assert not (tmp_path / "run" / "done.json").exists() and not (tmp_path / "run" / "train.log").exists()
 
 
@@ -601,14 +593,7 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
 
     monkeypatch.setattr(L.Launch, "run_process", fake_run_process)
     with pytest.raises(stages.TrainingError, match="exited with status 1"):
-        stages.run_rl_stage(
-            cfg,
-            "skin_rl",
-            train_files=tmp_path / "rl.parquet",
-            val_files=tmp_path / "rl.parquet",
-            init_model="org/model",
-            run_dir=tmp_path / "skin_rl",
-        )
+        stages.run_rl_stage(cfg, "skin_rl", **_stage_inputs(tmp_path, "rl", "rl", "skin_rl"))
     ours = sorted(k for k in seen["env"] if k.startswith("CODEGRPO_"))
     assert ours == [runsettings.SETTINGS_ENV], ours
     assert sorted(k for k in seen["ray"] if k.startswith("CODEGRPO_")) == [runsettings.SETTINGS_ENV]

@@ -9,6 +9,7 @@ from codegrpo import preflight
 from codegrpo.config import load_config
 from codegrpo.contracts import chat_template_kwargs
 from codegrpo.eval.generate import GenerationSettings, apply_template
+from tests.verl import dhrcl_launch_at
 
 # the thinking switch of Qwen3's chat template (its generation prompt), on a plain ChatML turn
 QWEN3_LIKE = (
@@ -70,18 +71,8 @@ def test_training_and_evaluation_template_the_same_prompt(repo_root, model_dir, 
 
 
 def test_dhrcl_launch_carries_the_switch(repo_root, tmp_path):
-    from codegrpo.verl import dhrcl as vd
-
     cfg = load_config(repo_root / "config" / "paper.yaml")
-    launch = vd.dhrcl_launch(
-        cfg,
-        "full",
-        train_files=str(tmp_path / "t.parquet"),
-        val_files=str(tmp_path / "v.parquet"),
-        init_model="Qwen/Qwen3-8B",
-        run_dir=tmp_path / "dhrcl-full-seed0",
-        seed=0,
-    )
+    launch = dhrcl_launch_at(cfg, "full", tmp_path, "dhrcl-full-seed0", init_model="Qwen/Qwen3-8B", seed=0)
     assert dict(launch.validate().codegrpo.chat_template_kwargs) == {"enable_thinking": False}
 
 
