@@ -407,16 +407,11 @@ def run_tests(
 
 
 def run_binary(
-    program: str | bytes | os.PathLike,
-    args: Sequence[str] = (),
-    timeout_s: float | None = None,
-    stdin: str | None = None,
-    limits: SandboxLimits | None = None,
-    sandbox: Sandbox | None = None,
-    **kw: Any,
+    program: str | bytes | os.PathLike, args: Sequence[str] = (), *, sandbox: Sandbox | None = None, **kw: Any
 ) -> ExecResult:
-    """Compile (if given C source or a ``.c`` path) and run a C program sandboxed; pass iff ``.ok``."""
-    return (sandbox or default_sandbox()).run_binary(program, args, timeout_s, stdin, limits=limits, **kw)
+    """Compile (if given C source or a ``.c`` path) and run a C program sandboxed; pass iff ``.ok``. ``kw``: the
+    keywords of :meth:`Sandbox.run_binary` (timeout_s, stdin, limits, flags, ...)."""
+    return (sandbox or default_sandbox()).run_binary(program, args, **kw)
 
 
 def compile_c(
