@@ -15,9 +15,12 @@ A measurement, not a demonstration: the packaged SmolLM2-135M-Instruct (``packag
   pipeline (:func:`codegrpo.eval.codegen.evaluate_samples`, benchmark ``kodcode_heldout``): pass@1 (the share of
   samples passing every test, averaged over problems) and the mean test pass rate (the samples' ``r_pass``).
 * **noise** (:func:`noise_level`): the base model is evaluated a second time with another sampling seed; the
-  difference between its two pass@1 is the measured sampling noise. A paired bootstrap over problems gives the
-  standard error of each variant's change.
-* **learned** (:func:`verdict`): pass@1 after − before exceeds both the measured noise and twice the bootstrap
+  difference between its two pass@1 is the measured sampling noise. ``training.noise_variant`` is trained again
+  at each of ``training.noise_seeds`` (runs ``<variant>.train<seed>``, :func:`run_names`): the spread of those
+  runs' held-out pass@1 (with the variant's own run) is the measured training noise (:func:`training_noise`),
+  the run-to-run variation of GRPO on this slice. A paired bootstrap over problems gives the standard error of
+  each variant's change.
+* **learned** (:func:`verdict`): pass@1 after − before exceeds both measured noises and twice the bootstrap
   standard error of the change.
 * **dynamics**: per training step, the reward components and the share of GRPO groups whose rewards are all
   equal (``dynamics/degenerate_group_ratio``: no gradient from those groups) from each run's ``metrics.jsonl``.
@@ -29,6 +32,7 @@ import json
 import logging
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -49,6 +53,27 @@ CURVE_KEYS = {  # report panel -> metrics.jsonl key (per training step)
 
 class LearningRealError(RuntimeError):
     """The measurement cannot be made as configured (the message names the key or the file)."""
+
+
+NOISE_RUN = "{variant}.train{seed}"  # a training-noise run's name: the variant trained again at another seed
+
+
+def run_names(lr_cfg: Mapping[str, Any]) -> list[str]:
+    """Every training run of ``learning_real``: the variants, then the noise variant at each noise seed."""
+    t = lr_cfg["training"]
+    variants = list(lr_cfg["variants"])
+    if t["noise_seeds"] and t["noise_variant"] not in variants:
+        raise LearningRealError(
+            f"learning_real.training.noise_variant: {t['noise_variant']!r} is not one of learning_real.variants "
+            f"{variants}"
+        )
+    return variants + [NOISE_RUN.format(variant=t["noise_variant"], seed=s) for s in t["noise_seeds"]]
+
+
+def parse_run(name: str) -> tuple[str, int | None]:
+    """``(variant, training seed)`` of a run name; the seed is None for a variant's own run (the config's seed)."""
+    m = re.fullmatch(r"(.+)\.train(\d+)", name)
+    return (m.group(1), int(m.group(2))) if m else (name, None)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -252,14 +277,26 @@ def noise_level(base_runs: Sequence[Mapping[str, Any]]) -> dict:
     }
 
 
+def training_noise(runs: Mapping[int, Mapping[str, Any]]) -> dict:
+    """One variant trained at two or more training seeds (seed -> its held-out evaluation, all at the same sampling
+    seed): the largest pairwise difference of their pass@1 and mean r_pass."""
+    if len(runs) < 2:
+        raise LearningRealError("learning_real.training.noise_seeds: the training noise needs two runs at least")
+    seeds = sorted(runs)
+    p = [runs[s]["pass@1"] for s in seeds]
+    q = [runs[s]["r_pass"] for s in seeds]
+    return {"seeds": seeds, "pass@1": p, "r_pass": q, "pass@1_noise": max(p) - min(p), "r_pass_noise": max(q) - min(q)}
+
+
 def verdict(before: Mapping[str, Any], after: Mapping[str, Any], noise: Mapping[str, Any]) -> dict:
-    """``learned`` when pass@1 after − before exceeds the measured noise and twice its bootstrap standard error;
-    ``unlearned`` when it falls by as much; else ``no change beyond noise``."""
+    """``learned`` when pass@1 after − before exceeds the measured noises (sampling and, where measured, training)
+    and twice its bootstrap standard error; ``unlearned`` when it falls by as much; else ``no change beyond noise``."""
     d = after["pass@1"] - before["pass@1"]
     se = bootstrap_se(problem_rates(before), problem_rates(after))
     dr = after["r_pass"] - before["r_pass"]
     se_r = bootstrap_se(problem_rates(before, "pass_rate"), problem_rates(after, "pass_rate"))
-    bar = max(noise["pass@1_noise"], 2 * se) if se == se else noise["pass@1_noise"]
+    measured = max(noise["pass@1_noise"], (noise.get("training") or {}).get("pass@1_noise", 0.0))
+    bar = max(measured, 2 * se) if se == se else measured
     call = "learned" if d > bar else "unlearned" if d < -bar else "no change beyond noise"
     return {
         "delta_pass@1": d,
@@ -292,9 +329,16 @@ def run_config(cfg: Mapping[str, Any], max_prompt_tokens: int) -> dict:
 
 
 def train_variant(
-    cfg: Mapping[str, Any], variant: str, *, data_dir: str | os.PathLike, init_model: str, run_dir: str | os.PathLike
+    cfg: Mapping[str, Any],
+    variant: str,
+    *,
+    data_dir: str | os.PathLike,
+    init_model: str,
+    run_dir: str | os.PathLike,
+    seed: int | None = None,
 ) -> dict:
-    """GRPO run of ``variant`` from ``init_model`` on the slice (``run_dhrcl``: the paper stages' trainer)."""
+    """GRPO run of ``variant`` from ``init_model`` on the slice (``run_dhrcl``: the paper stages' trainer), at
+    training seed ``seed`` (None: the config's ``seed``)."""
     import time
 
     import pandas as pd
@@ -315,11 +359,16 @@ def train_variant(
         val_files=str(data / "val.parquet"),
         init_model=init_model,
         run_dir=run_dir,
-        seed=int(cfg.get("seed", 0)),
+        seed=int(cfg.get("seed", 0)) if seed is None else int(seed),
     )
     write_json(
         Path(run_dir) / TIMING_FILE,
-        {"variant": variant, "seconds": round(time.time() - t0, 1), "training": rcfg["dhrcl"]["training"]},
+        {
+            "variant": variant,
+            "seed": seed,
+            "seconds": round(time.time() - t0, 1),
+            "training": rcfg["dhrcl"]["training"],
+        },
     )
     return done
 
@@ -354,18 +403,46 @@ def summarize(
     after: Mapping[str, Mapping[str, Any]],
     run_dirs: Mapping[str, str | os.PathLike],
     slice_record: Mapping[str, Any],
+    noise_runs: Mapping[str, Mapping[str, Any]] | None = None,
+    train_seed: int = 0,
 ) -> dict:
-    """Everything the report shows, as one JSON-able record (``results/learning/real/summary.json``)."""
+    """Everything the report shows, as one JSON-able record (``results/learning/real/summary.json``).
+
+    ``after`` and ``run_dirs`` are keyed by variant, ``noise_runs`` (the held-out evaluations of the training-noise
+    runs, :func:`run_names`) by run name; ``train_seed`` is the seed the variants' own runs trained at."""
     base_runs = sorted(base_runs, key=lambda r: r["seed"])
     noise = noise_level(base_runs)
     before = base_runs[0]
-    variants = {}
-    for name, res in after.items():
+    noise_runs = dict(noise_runs or {})
+    for name, res in {**after, **noise_runs}.items():
         if res["seed"] != before["seed"]:
             raise LearningRealError(
                 f"{name}: evaluated at sampling seed {res['seed']}, the base model at "
                 f"{before['seed']}: before and after must share the sampling"
             )
+    noise["training"] = None
+    if noise_runs:
+        runs: dict[int, Mapping[str, Any]] = {}
+        noised = set()
+        for name, res in noise_runs.items():
+            variant, seed = parse_run(name)
+            if seed is None or variant not in after:
+                raise LearningRealError(f"{name}: not a training-noise run of a trained variant ({sorted(after)})")
+            if seed == train_seed:
+                raise LearningRealError(f"{name}: a noise run at training seed {seed}, the seed of the variant's run")
+            noised.add(variant)
+            runs[seed] = res
+        if len(noised) != 1:
+            raise LearningRealError(f"training-noise runs of several variants: {sorted(noised)}")
+        variant = noised.pop()
+        noise["training"] = {
+            "variant": variant,
+            **training_noise({train_seed: after[variant], **runs}),
+            "train_seconds": [run_seconds(run_dirs[n]) for n in noise_runs if n in run_dirs],
+            "eval_seconds": [r["seconds"]["total"] for r in noise_runs.values()],
+        }
+    variants = {}
+    for name, res in after.items():
         variants[name] = {
             "before": {k: before[k] for k in ("pass@1", "r_pass", "syntax_acc", "exec_acc")},
             "after": {k: res[k] for k in ("pass@1", "r_pass", "syntax_acc", "exec_acc")},
@@ -382,6 +459,17 @@ def summarize(
         "sampling": before["sampling"],
         "variants": variants,
     }
+
+
+def training_noise_line(t: Mapping[str, Any] | None) -> str:
+    """The report's line on the training noise (``summary["noise"]["training"]``)."""
+    if not t:
+        return "- training noise: not measured (`learning_real.training.noise_seeds` is empty): one run per variant"
+    return (
+        f"- training noise: `{t['variant']}` trained at seeds {t['seeds']} gives held-out pass@1 "
+        f"{', '.join(f'{x:.3f}' for x in t['pass@1'])} (spread {t['pass@1_noise']:.3f}) and mean r_pass "
+        f"{', '.join(f'{x:.3f}' for x in t['r_pass'])} (spread {t['r_pass_noise']:.3f})"
+    )
 
 
 def write_report(
@@ -428,8 +516,10 @@ def write_report(
         f"- noise: the base model sampled at seeds {n['seeds']} gives pass@1 "
         f"{', '.join(f'{x:.3f}' for x in n['pass@1'])} (spread {n['pass@1_noise']:.3f}) and mean r_pass "
         f"{', '.join(f'{x:.3f}' for x in n['r_pass'])} (spread {n['r_pass_noise']:.3f})",
-        "- criterion: a variant **learned** when held-out pass@1 after − before exceeds both that spread and "
-        "twice the paired bootstrap standard error of the change (over problems)",
+        training_noise_line(n.get("training")),
+        "- criterion: a variant **learned** when held-out pass@1 after − before exceeds the sampling spread, the "
+        "training spread (where measured) and twice the paired bootstrap standard error of the change (over "
+        "problems)",
         "",
         "| variant | pass@1 before | pass@1 after | Δ pass@1 (± SE) | threshold | mean r_pass before | after | "
         "Δ r_pass (± SE) | syntax after | exec after | verdict |",
@@ -469,7 +559,14 @@ def write_report(
             for name, v in summary["variants"].items()
             if v["train_seconds"] is not None
         )
-        + f"; base model evaluations {', '.join(f'{x:.0f}' for x in summary['eval_seconds_base'])}.",
+        + f"; base model evaluations {', '.join(f'{x:.0f}' for x in summary['eval_seconds_base'])}"
+        + (
+            f"; training-noise runs: training {', '.join(f'{x:.0f}' for x in n['training']['train_seconds'] if x)}"
+            f" + evaluation {', '.join(f'{x:.0f}' for x in n['training']['eval_seconds'])}"
+            if n.get("training")
+            else ""
+        )
+        + ".",
         "",
     ]
     with atomic_path(out_md) as tmp:

@@ -18,6 +18,7 @@ from codegrpo.cluster.shape import check_jobs as _check_jobs
 from codegrpo.eval.decompile import check_eval_set as _check_eval_set
 from codegrpo.eval.decompile import metric_embedding_config as _metric_embedding_config
 from codegrpo.eval.protocols import apply_codegen_protocol as _apply_codegen_protocol
+from codegrpo.learning_real import run_names as learning_real_runs
 from codegrpo.packaged import PACKAGED as PACKAGED_MODELS
 from codegrpo.packaged import parse_ref as packaged_ref
 from codegrpo.verl.cpu import PipelineRay as _PipelineRay
@@ -58,6 +59,11 @@ def register_targets(stage, files):
 
 def all_targets(wildcards):
     return [f for files in STAGE_TARGETS.values() for f in files]
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly one of ``names`` (dots and other characters taken literally)."""
+    return "|".join(re.escape(n) for n in names)
 
 
 def res(*parts):

@@ -106,7 +106,11 @@ rule learning_check:
 # Target learning_real (not part of `all`): does the packaged SmolLM2-135M-Instruct learn through the DHRCL path?
 # (docs/learning.md, codegrpo/learning_real.py). Outputs: results/learning/real/.
 LR = config["learning_real"]
-LR_EVALS = ["base"] + list(LR["variants"])
+LR_RUNS = learning_real_runs(
+    LR
+)  # the variants, then the training-noise runs <variant>.train<seed>
+LR_NOISE = LR_RUNS[len(LR["variants"]) :]
+LR_EVALS = ["base"] + LR_RUNS
 
 
 rule learning_real_data:
@@ -138,12 +142,12 @@ rule learning_real_train:
         val=res("learning", "real", "data", "val.parquet"),
         init=model_ref_input(LR["model"]),
     output:
-        done=res("learning", "real", "runs", "{variant}", "done.json"),
-        hf=directory(res("learning", "real", "runs", "{variant}", "hf")),
+        done=res("learning", "real", "runs", "{run}", "done.json"),
+        hf=directory(res("learning", "real", "runs", "{run}", "hf")),
     log:
-        logpath("learning", "real_train_{variant}.log"),
+        logpath("learning", "real_train_{run}.log"),
     wildcard_constraints:
-        variant="|".join(LR["variants"]),
+        run=one_of(LR_RUNS),
     conda:
         "../envs/train.yaml"
     threads: training_threads()
@@ -171,7 +175,7 @@ rule learning_real_eval:
     log:
         logpath("learning", "real_eval_{model}.seed{seed}.log"),
     wildcard_constraints:
-        model="|".join(LR_EVALS),
+        model=one_of(LR_EVALS),
         seed=r"\d+",
     conda:
         "../envs/train.yaml"
@@ -200,6 +204,14 @@ rule learning_real_report:
             res("learning", "real", "runs", "{variant}", "done.json"),
             variant=LR["variants"],
         ),
+        noise_after=expand(
+            res("learning", "real", "eval", "{run}.seed{seed}.json"),
+            run=LR_NOISE,
+            seed=LR["eval"]["seed"],
+        ),
+        noise_done=expand(
+            res("learning", "real", "runs", "{run}", "done.json"), run=LR_NOISE
+        ),
         slice=res("learning", "real", "data", "slice.json"),
     output:
         md=res("learning", "real", "report.md"),
@@ -218,6 +230,8 @@ rule learning_real_report:
         **stage_resources("tables"),
     params:
         variants=LR["variants"],
+        noise_runs=LR_NOISE,
+        train_seed=config["seed"],
         settings=LR,
     script:
         "../workflow_scripts/learning_real_report.py"

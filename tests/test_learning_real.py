@@ -94,6 +94,33 @@ def test_noise_and_verdict_against_it():
         lr.noise_level([base0])
 
 
+def test_run_names_add_the_training_noise_runs():
+    lrc = CFG["learning_real"]
+    assert lr.run_names(lrc) == [*lrc["variants"], "full.train1"]  # the default: full trained again at seed 1
+    assert lr.parse_run("full.train1") == ("full", 1) and lr.parse_run("baseline_binary") == ("baseline_binary", None)
+    assert lr.run_names({**lrc, "training": {**lrc["training"], "noise_seeds": []}}) == lrc["variants"]
+    bad = {**lrc, "training": {**lrc["training"], "noise_variant": "no_gate"}}
+    with pytest.raises(lr.LearningRealError, match="learning_real.training.noise_variant: 'no_gate'"):
+        lr.run_names(bad)
+
+
+def test_training_noise_raises_the_bar():
+    ids = [f"p{i}" for i in range(10)]
+    base0 = _result(0, {k: [False, False] for k in ids})
+    base1 = _result(1, {k: [i == 0, False] for i, k in enumerate(ids)})
+    up = _result(0, {k: [i < 5, i < 5] for i, k in enumerate(ids)})  # 0 -> 0.5, SE about 0.16
+    noise = lr.noise_level([base0, base1])
+    assert lr.verdict(base0, up, noise)["verdict"] == "learned"
+    again = _result(0, {k: [i < 5 or i == 9, i < 5 or i == 9] for i, k in enumerate(ids)})  # 0.6
+    other = _result(0, {k: [False, i == 9] for i, k in enumerate(ids)})  # 0.05: the same variant, another seed
+    noise["training"] = lr.training_noise({0: again, 1: other})
+    assert noise["training"]["pass@1_noise"] == pytest.approx(0.55) and noise["training"]["seeds"] == [0, 1]
+    v = lr.verdict(base0, up, noise)
+    assert v["verdict"] == "no change beyond noise" and v["threshold"] == pytest.approx(0.55)
+    with pytest.raises(lr.LearningRealError, match="noise_seeds"):
+        lr.training_noise({0: again})
+
+
 def test_bootstrap_se_is_zero_for_a_constant_change_and_grows_with_spread():
     before = {f"p{i}": 0.0 for i in range(8)}
     assert lr.bootstrap_se(before, {k: 0.5 for k in before}) == pytest.approx(0.0)
@@ -144,9 +171,28 @@ def test_summary_and_report_from_run_files(tmp_path):
     assert "| full | 0.000 | 0.500 | +0.500" in text and "| learned |" in text
     assert "| full | 2 | 0.700 |  |  | 0.300 | 0.250 |" in text
     assert "full training 42" in text and png.read_bytes()[:4] == b"\x89PNG"
+    assert "training noise: not measured" in text
     # before and after must share the sampling seed
     with pytest.raises(lr.LearningRealError, match="sampling seed 1"):
         lr.summarize(base, {"full": base[1]}, dirs, sl)
+    # the training noise: full trained again at seed 1 fell back to the base model's pass@1
+    dirs["full.train1"] = dirs["full"]
+    summary = lr.summarize(base, after, dirs, sl, noise_runs={"full.train1": base[0]}, train_seed=0)
+    t = summary["noise"]["training"]
+    assert (t["variant"], t["seeds"], t["pass@1"], t["train_seconds"]) == ("full", [0, 1], [0.5, 0.0], [42.0])
+    assert summary["variants"]["full"]["verdict"] == "no change beyond noise"
+    assert summary["variants"]["full"]["threshold"] == pytest.approx(0.5)
+    lr.write_report(summary, md, png, CFG["learning_real"])
+    text = md.read_text()
+    assert "training noise: `full` trained at seeds [0, 1] gives held-out pass@1 0.500, 0.000 (spread 0.500)" in text
+    assert "training-noise runs: training 42 + evaluation 1" in text
+    for runs, seed, message in (
+        ({"no_gate.train1": base[0]}, 0, "no_gate.train1: not a training-noise run"),
+        ({"full.train0": base[0]}, 0, "full.train0: a noise run at training seed 0"),
+        ({"full.train1": base[0], "baseline_binary.train1": base[0]}, 0, "several variants"),
+    ):
+        with pytest.raises(lr.LearningRealError, match=message):
+            lr.summarize(base, after, dirs, sl, noise_runs=runs, train_seed=seed)
 
 
 def test_a_run_without_training_steps_is_an_error(tmp_path):
@@ -178,8 +224,8 @@ def test_the_target_is_planned_from_the_packaged_model_and_is_not_in_all(tmp_pat
     for rule, count in (
         ("packaged_model", 1),
         ("learning_real_data", 1),
-        ("learning_real_train", 3),
-        ("learning_real_eval", 5),
+        ("learning_real_train", 4),  # three variants and full.train1 (the training noise)
+        ("learning_real_eval", 6),
         ("learning_real_report", 1),
     ):
         assert f"{rule:<21}" in r.stdout and any(

@@ -15,8 +15,19 @@ with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
             return json.load(fh)
 
     after = {v: load(p) for v, p in zip(sm.params.variants, sm.input.after)}
-    run_dirs = {v: os.path.dirname(p) for v, p in zip(sm.params.variants, sm.input.done)}
-    summary = summarize([load(p) for p in sm.input.base], after, run_dirs, load(sm.input.slice))
+    noise_runs = {r: load(p) for r, p in zip(sm.params.noise_runs, sm.input.noise_after)}
+    run_dirs = {
+        v: os.path.dirname(p)
+        for v, p in zip([*sm.params.variants, *sm.params.noise_runs], [*sm.input.done, *sm.input.noise_done])
+    }
+    summary = summarize(
+        [load(p) for p in sm.input.base],
+        after,
+        run_dirs,
+        load(sm.input.slice),
+        noise_runs=noise_runs,
+        train_seed=int(sm.params.train_seed),
+    )
     write_json(sm.output.summary, summary)
     write_report(summary, sm.output.md, sm.output.curves, sm.params.settings)
     for v, s in summary["variants"].items():
