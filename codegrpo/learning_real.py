@@ -262,19 +262,25 @@ def bootstrap_se(before: Mapping[str, float], after: Mapping[str, float], rounds
     return (sum((m - mu) ** 2 for m in means) / (len(means) - 1)) ** 0.5
 
 
-def noise_level(base_runs: Sequence[Mapping[str, Any]]) -> dict:
-    """The base model evaluated with two or more sampling seeds: the largest pairwise pass@1 difference."""
-    if len(base_runs) < 2:
-        raise LearningRealError("learning_real.eval.noise_seeds: the noise needs the base model at two seeds at least")
-    p = [r["pass@1"] for r in base_runs]
-    q = [r["r_pass"] for r in base_runs]
+def spread(seeds: Sequence[int], runs: Sequence[Mapping[str, Any]]) -> dict:
+    """Held-out evaluations of one model at several seeds: their pass@1 and mean r_pass, and the largest pairwise
+    difference of each (the measured noise)."""
+    p = [r["pass@1"] for r in runs]
+    q = [r["r_pass"] for r in runs]
     return {
-        "seeds": [r["seed"] for r in base_runs],
+        "seeds": list(seeds),
         "pass@1": p,
         "r_pass": q,
         "pass@1_noise": max(p) - min(p),
         "r_pass_noise": max(q) - min(q),
     }
+
+
+def noise_level(base_runs: Sequence[Mapping[str, Any]]) -> dict:
+    """The base model evaluated with two or more sampling seeds: the largest pairwise pass@1 difference."""
+    if len(base_runs) < 2:
+        raise LearningRealError("learning_real.eval.noise_seeds: the noise needs the base model at two seeds at least")
+    return spread([r["seed"] for r in base_runs], base_runs)
 
 
 def training_noise(runs: Mapping[int, Mapping[str, Any]]) -> dict:
@@ -283,9 +289,7 @@ def training_noise(runs: Mapping[int, Mapping[str, Any]]) -> dict:
     if len(runs) < 2:
         raise LearningRealError("learning_real.training.noise_seeds: the training noise needs two runs at least")
     seeds = sorted(runs)
-    p = [runs[s]["pass@1"] for s in seeds]
-    q = [runs[s]["r_pass"] for s in seeds]
-    return {"seeds": seeds, "pass@1": p, "r_pass": q, "pass@1_noise": max(p) - min(p), "r_pass_noise": max(q) - min(q)}
+    return spread(seeds, [runs[s] for s in seeds])
 
 
 def verdict(before: Mapping[str, Any], after: Mapping[str, Any], noise: Mapping[str, Any]) -> dict:

@@ -61,11 +61,6 @@ def all_targets(wildcards):
     return [f for files in STAGE_TARGETS.values() for f in files]
 
 
-def one_of(names):
-    """A wildcard constraint matching exactly one of ``names`` (dots and other characters taken literally)."""
-    return "|".join(re.escape(n) for n in names)
-
-
 def res(*parts):
     """A path under the results directory."""
     return os.path.join(RESULTS, *parts)

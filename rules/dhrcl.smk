@@ -5,7 +5,6 @@
 # curriculum.json, checkpoints/, train.log, metrics.jsonl, hf/, done.json}; done.json is written last. A killed
 # run resumes from its newest checkpoint (and the curriculum state saved next to it) when rerun.
 # Targets: `dhrcl` (every variant and seed), `dhrcl_seed<seed>` (every variant, one seed).
-import re
 
 DHRCL_CFG = config["dhrcl"]
 DHRCL_SEEDS = DHRCL_CFG["seeds"]
@@ -25,7 +24,7 @@ rule dhrcl_train:
     log:
         logpath("dhrcl_train", "{run}.log"),
     wildcard_constraints:
-        run="|".join(re.escape(r) for r in DHRCL_PLAN) or "(?!)",
+        run=eval_alternatives(DHRCL_PLAN),
     priority: 10
     conda:
         "../envs/train.yaml"

@@ -106,9 +106,8 @@ rule learning_check:
 # Target learning_real (not part of `all`): does the packaged SmolLM2-135M-Instruct learn through the DHRCL path?
 # (docs/learning.md, codegrpo/learning_real.py). Outputs: results/learning/real/.
 LR = config["learning_real"]
-LR_RUNS = learning_real_runs(
-    LR
-)  # the variants, then the training-noise runs <variant>.train<seed>
+# the variants, then the training-noise runs <variant>.train<seed>
+LR_RUNS = learning_real_runs(LR)
 LR_NOISE = LR_RUNS[len(LR["variants"]) :]
 LR_EVALS = ["base"] + LR_RUNS
 
@@ -147,7 +146,7 @@ rule learning_real_train:
     log:
         logpath("learning", "real_train_{run}.log"),
     wildcard_constraints:
-        run=one_of(LR_RUNS),
+        run=eval_alternatives(LR_RUNS),
     conda:
         "../envs/train.yaml"
     threads: training_threads()
@@ -175,7 +174,7 @@ rule learning_real_eval:
     log:
         logpath("learning", "real_eval_{model}.seed{seed}.log"),
     wildcard_constraints:
-        model=one_of(LR_EVALS),
+        model=eval_alternatives(LR_EVALS),
         seed=r"\d+",
     conda:
         "../envs/train.yaml"
