@@ -199,6 +199,7 @@ def evaluate_model(
         max_prompt_tokens=int(ev["max_prompt_tokens"]),
         use_chat_template=True,
         seed=seed,
+        dtype=str(ev["dtype"]),
     )
     t0 = time.time()
     gen = HFGenerator(model_dir, settings)
@@ -516,7 +517,8 @@ def write_report(
         "`data/slice.json`)",
         f"- training: {json.dumps(dict(settings['training']), sort_keys=True)}",
         f"- evaluation (before and after alike): {s['n_samples']} samples per held-out problem, temperature "
-        f"{s['temperature']}, top_p {s['top_p']}, {s['max_new_tokens']} new tokens, sampling seed {s['seed']}",
+        f"{s['temperature']}, top_p {s['top_p']}, {s['max_new_tokens']} new tokens, sampling seed {s['seed']}, "
+        f"weights in {s.get('dtype', 'float32')}",
         f"- noise: the base model sampled at seeds {n['seeds']} gives pass@1 "
         f"{', '.join(f'{x:.3f}' for x in n['pass@1'])} (spread {n['pass@1_noise']:.3f}) and mean r_pass "
         f"{', '.join(f'{x:.3f}' for x in n['r_pass'])} (spread {n['r_pass_noise']:.3f})",

@@ -171,7 +171,7 @@ def test_summary_and_report_from_run_files(tmp_path):
     assert "| full | 0.000 | 0.500 | +0.500" in text and "| learned |" in text
     assert "| full | 2 | 0.700 |  |  | 0.300 | 0.250 |" in text
     assert "full training 42" in text and png.read_bytes()[:4] == b"\x89PNG"
-    assert "training noise: not measured" in text
+    assert "training noise: not measured" in text and "sampling seed 0, weights in bfloat16" in text
     # before and after must share the sampling seed
     with pytest.raises(lr.LearningRealError, match="sampling seed 1"):
         lr.summarize(base, {"full": base[1]}, dirs, sl)

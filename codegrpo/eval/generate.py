@@ -28,6 +28,8 @@ class GenerationSettings:
     use_chat_template: bool = False  # wrap the prompt as one user message with the tokenizer's template
     chat_template_kwargs: dict = field(default_factory=dict)  # e.g. {"enable_thinking": False}
     seed: int = 0
+    # transformers backend: the weights' dtype ("float32", "bfloat16"); None: float32 on CPU, bfloat16 on a GPU
+    dtype: str | None = None
     # vLLM engine (config: evaluate.vllm)
     gpu_memory_utilization: float = 0.85
     max_model_len: int | None = None  # None: max_prompt_tokens + max_new_tokens
@@ -102,6 +104,10 @@ class HFGenerator:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         dtype = torch.float32 if device == "cpu" else torch.bfloat16
+        if settings.dtype:
+            dtype = getattr(torch, settings.dtype, None)
+            if not isinstance(dtype, torch.dtype):
+                raise ValueError(f"generation dtype {settings.dtype!r} is not a torch dtype (float32, bfloat16, ...)")
         from codegrpo.models import model_init
 
         with model_init():
@@ -151,12 +157,13 @@ class HFGenerator:
             for i in range(len(batch)):
                 out.append(decoded[i * s.n : (i + 1) * s.n])
         log.info(
-            "%s: %d prompts x %d samples in %.1f s (transformers, %s)",
+            "%s: %d prompts x %d samples in %.1f s (transformers, %s, %s)",
             desc,
             len(texts),
             s.n,
             time.time() - t0,
             self.device,
+            self.model.dtype,
         )
         return out
 

@@ -282,6 +282,8 @@ def test_identifier_metric_prefers_named_outputs(repo_root, tmp_path):
 
 @pytest.mark.slow
 def test_transformers_generator_greedy_and_sampling(repo_root, tmp_path):
+    import torch
+
     from codegrpo.eval.generate import GenerationSettings, HFGenerator, make_generator
     from codegrpo.models import build_tiny_model
 
@@ -296,6 +298,13 @@ def test_transformers_generator_greedy_and_sampling(repo_root, tmp_path):
     sampler = HFGenerator(model, GenerationSettings(max_new_tokens=6, n=3, temperature=1.0, batch_size=2))
     samples = sampler.generate(prompts)
     assert [len(x) for x in samples] == [3, 3, 3]
+    # the weights' dtype: float32 on CPU unless the settings name one (learning_real.eval.dtype: bfloat16)
+    assert sampler.model.dtype == torch.float32
+    half = HFGenerator(model, GenerationSettings(max_new_tokens=6, n=2, temperature=1.0, dtype="bfloat16"))
+    assert half.model.dtype == torch.bfloat16
+    assert [len(x) for x in half.generate(prompts)] == [2, 2, 2]
+    with pytest.raises(ValueError, match="'float33' is not a torch dtype"):
+        HFGenerator(model, GenerationSettings(dtype="float33"))
     with pytest.raises(ValueError, match="greedy decoding with n > 1"):
         HFGenerator(model, GenerationSettings(max_new_tokens=2, n=2)).generate(prompts[:1])
     with pytest.raises(FileNotFoundError, match="no config.json"):
