@@ -5,7 +5,7 @@ import logging
 import os
 
 from codegrpo.io import write_json
-from codegrpo.learning_real import summarize, write_report
+from codegrpo.learning_real_report import summarize, write_report
 from codegrpo.workflow import script_job
 
 with script_job(snakemake) as sm:  # noqa: F821  (injected by Snakemake)
