@@ -147,7 +147,7 @@ rule learning_real_train:
         logpath("learning", "real_train_{run}.log"),
     wildcard_constraints:
         run=eval_alternatives(LR_RUNS),
-    # the trainings (about 1000 s each on CPU) before the evaluations (about 170 s): no training left alone at the end
+    # the trainings (about 1000 s each on CPU) before the evaluations (about 130 s): no training left alone at the end
     priority: 1
     conda:
         "../envs/train.yaml"
