@@ -158,6 +158,17 @@ def select_slice(cfg: Mapping[str, Any], out_dir: str | os.PathLike) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 # evaluation before / after
 # ---------------------------------------------------------------------------------------------------------
+def eval_dtype(cfg: Mapping[str, Any]) -> str:
+    """The held-out sampling's weights dtype (``learning_real.eval.dtype``); ``auto``: the precision the CPU-mode
+    training rollouts compute in (``cpu_precision``, codegrpo/verl/cpu.py), bfloat16 or float32."""
+    dtype = str(cfg["learning_real"]["eval"]["dtype"])
+    if dtype != "auto":
+        return dtype
+    from codegrpo.verl.cpu import resolve_precision
+
+    return "bfloat16" if resolve_precision(cfg.get("cpu_precision", "auto")) == "bf16" else "float32"
+
+
 def evaluate_model(
     model_dir: str | os.PathLike,
     heldout: str | os.PathLike,
@@ -185,7 +196,7 @@ def evaluate_model(
         max_prompt_tokens=int(ev["max_prompt_tokens"]),
         use_chat_template=True,
         seed=seed,
-        dtype=str(ev["dtype"]),
+        dtype=eval_dtype(cfg),
     )
     t0 = time.time()
     gen = HFGenerator(model_dir, settings)

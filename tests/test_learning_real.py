@@ -102,3 +102,20 @@ def test_the_target_is_planned_from_the_packaged_model_and_is_not_in_all(tmp_pat
         ), rule
     r = run_snakemake("-n", "all", "--config", f"results_dir={tmp_path}/res", f"logs_dir={tmp_path}/l", timeout=600)
     assert r.returncode == 0 and "learning_real" not in r.stdout
+
+
+def test_eval_dtype_follows_the_training_rollouts_precision(monkeypatch):
+    """``learning_real.eval.dtype: auto`` samples in the precision CPU mode's rollouts compute in
+    (``cpu_precision``); an explicit dtype is kept."""
+    from codegrpo.verl import cpu
+
+    cfg = load_config(REPO_ROOT / "config.yaml", check_files=False)
+    assert cfg["learning_real"]["eval"]["dtype"] == "auto" and cfg["cpu_precision"] == "auto"
+    for native, want in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(cpu, "native_bf16", lambda native=native: native)
+        assert lr.eval_dtype(cfg) == want
+    for precision, want in (("bf16", "bfloat16"), ("fp32", "float32")):
+        assert lr.eval_dtype({**cfg, "cpu_precision": precision}) == want
+    cfg["learning_real"]["eval"]["dtype"] = "float32"
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
+    assert lr.eval_dtype(cfg) == "float32"

@@ -18,8 +18,15 @@ files, and ONLY when the pipeline runs with ``device: cpu`` (the GPU path never 
    last prompt position (transformers 4.53): CPU mode lets ``generate`` derive and advance the positions.
 7. Config: FSDP2 (FSDP1 wants parameters on GPU), the HF rollout (no vLLM on CPU), tensor parallel 1, no
    remove-padding (flash-attn kernels) (:func:`grpo_overrides`, :func:`sft_overrides`).
+8. Precision (config key ``cpu_precision``, :func:`resolve_precision`): verl computes in bfloat16 (FSDP2's
+   ``MixedPrecisionPolicy(param_dtype=bf16)`` and ``torch.autocast(dtype=bf16)`` around the actor's forward, the
+   HF rollout and the SFT step). A CPU without bfloat16 instructions (no AVX512-BF16 or AMX: AVX2-only x86, most
+   laptops) emulates them, about 9 times slower than float32 for the same matrix product. With ``fp32`` the
+   workers keep float32: the policy's ``param_dtype`` and the reference model's dtype are float32 and CPU
+   autocast to a 16-bit type is off. ``auto`` (default) picks ``bf16`` where the CPU has the instructions (the
+   numbers of the GPU recipe's precision) and ``fp32`` elsewhere.
 
-:func:`setup` applies 2–6 in the current process; it is the Ray ``worker_process_setup_hook`` of every worker
+:func:`setup` applies 2–6 and 8 in the current process; it is the Ray ``worker_process_setup_hook`` of every worker
 (:data:`WORKER_SETUP_HOOK`) and is called first by the SFT entry point in each torchrun process.
 """
 
@@ -36,13 +43,41 @@ from pathlib import Path
 
 WORKER_SETUP_HOOK = "codegrpo.verl.cpu.setup"
 ENV_FLAG = "CODEGRPO_VERL_CPU_PATCHED"
+#: the resolved precision (bf16 | fp32) of a CPU-mode run, set by the launch and forwarded to every worker
+PRECISION_ENV = "CODEGRPO_CPU_PRECISION"
+PRECISIONS = ("auto", "bf16", "fp32")
 
 _applied = False
 
 
-def grpo_overrides() -> list[str]:
-    """verl overrides CPU mode needs for main_ppo (appended after the stage's own overrides)."""
-    return [
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 with its own instructions (AVX512-BF16 or AMX), as torch reports it."""
+    import torch
+
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+
+
+def resolve_precision(setting: str = "auto") -> str:
+    """``bf16`` or ``fp32`` for the config's ``cpu_precision`` (``auto``: bf16 only on a CPU with
+    :func:`native_bf16`)."""
+    if setting not in PRECISIONS:
+        raise ValueError(f"cpu_precision must be one of {', '.join(PRECISIONS)}, got {setting!r}")
+    if setting == "auto":
+        return "bf16" if native_bf16() else "fp32"
+    return setting
+
+
+def launch_env(precision: str) -> dict[str, str]:
+    """Environment of a CPU-mode launch: the resolved precision, which :func:`setup` reads in every process."""
+    return {PRECISION_ENV: resolve_precision(precision)}
+
+
+def grpo_overrides(precision: str = "bf16") -> list[str]:
+    """verl overrides CPU mode needs for main_ppo (appended after the stage's own overrides); with ``fp32`` the
+    reference model is loaded in float32 too (verl's default for it is bfloat16)."""
+    fp32 = ["++actor_rollout_ref.ref.fsdp_config.model_dtype=fp32"] if precision == "fp32" else []
+    return fp32 + [
         "trainer.device=cpu",
         "actor_rollout_ref.actor.strategy=fsdp2",
         "actor_rollout_ref.rollout.name=hf",
@@ -348,5 +383,39 @@ def setup() -> None:
         HFRollout.__init__ = hf_rollout_init
         HFRollout._codegrpo_cpu = True
 
+    if os.environ.get(PRECISION_ENV) == "fp32":
+        _compute_in_fp32()
+
     os.environ[ENV_FLAG] = "1"
     _applied = True
+
+
+def _compute_in_fp32() -> None:
+    """Item 8 of the module doc: FSDP2's mixed-precision policy keeps float32 parameters for compute, and CPU
+    autocast to a 16-bit type is off (verl's actor, rollout and SFT step enter it around every forward)."""
+    import torch
+    import verl.utils.fsdp_utils as fsdp_utils
+    import verl.workers.fsdp_workers as fsdp_workers
+
+    policy_cls = fsdp_utils.MixedPrecisionPolicy
+    if not getattr(policy_cls, "_codegrpo_fp32", False):
+
+        def fp32_policy(*args, param_dtype=None, **kwargs):
+            return policy_cls(*args, param_dtype=torch.float32, **kwargs)
+
+        fp32_policy._codegrpo_fp32 = True
+        for module in (fsdp_utils, fsdp_workers, sys.modules.get("verl.trainer.fsdp_sft_trainer")):
+            if module is not None and getattr(module, "MixedPrecisionPolicy", None) is policy_cls:
+                module.MixedPrecisionPolicy = fp32_policy
+
+    if not getattr(torch.autocast, "_codegrpo_fp32", False):
+
+        class autocast(torch.autocast):
+            _codegrpo_fp32 = True
+
+            def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+                if device_type == "cpu" and dtype in (torch.bfloat16, torch.float16):
+                    enabled = False
+                super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+        torch.autocast = autocast

@@ -142,10 +142,13 @@ class Launch:
 # building the overrides
 
 
-def _common_env(device: str) -> dict[str, str]:
+def _common_env(cfg: dict) -> dict[str, str]:
     env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-    if device == "cpu":
+    if cfg["device"] == "cpu":
+        from codegrpo.verl import cpu
+
         env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        env.update(cpu.launch_env(cfg.get("cpu_precision", "auto")))
     return env
 
 
@@ -232,7 +235,7 @@ def sft_launch(
             f"--rdzv_endpoint={endpoint}",
         ]
     prefix += [f"--nproc_per_node={n_gpus}", "-m", "codegrpo.verl.sft_main"]
-    return Launch("sft", run, "sft", overrides, prefix, _common_env(device))
+    return Launch("sft", run, "sft", overrides, prefix, _common_env(cfg))
 
 
 def cpu_multinode_overrides(nnodes: int, n_gpus_per_node: int) -> list[str]:
@@ -324,10 +327,10 @@ def grpo_launch(
     if device == "cpu":
         from codegrpo.verl import cpu
 
-        overrides += cpu.grpo_overrides()
+        overrides += cpu.grpo_overrides(cpu.resolve_precision(cfg.get("cpu_precision", "auto")))
     overrides += list(extra_overrides) + list(s.get("overrides") or [])
     prefix = [sys.executable, "-m", "codegrpo.verl.trainer"]
-    return Launch("grpo", run, "grpo", overrides, prefix, _common_env(device))
+    return Launch("grpo", run, "grpo", overrides, prefix, _common_env(cfg))
 
 
 def _files(files: Sequence[str] | str):

@@ -256,6 +256,7 @@ def ray_init_kwargs(cfg) -> dict:
     # the job's threads (Snakemake sets them from the rule's threads): also when the driver joins a Ray started
     # elsewhere, whose workers would otherwise inherit that Ray's environment
     forwarded = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH", *THREAD_VARS)
+    forwarded += ("CODEGRPO_CPU_PRECISION",)  # codegrpo.verl.cpu.PRECISION_ENV: CPU mode's precision
     env_vars = {k: v for k, v in os.environ.items() if k in forwarded}
     # the one settings channel: the run's settings.json; of the project's variables only its path is forwarded
     path = runsettings.settings_path()

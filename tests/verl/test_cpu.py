@@ -131,6 +131,67 @@ def test_setup_patches_verl_for_cpu(tmp_path):
     assert "ATTN sdpa" in out and "TIMING {}" in out and "PIN False" in out and "PG gloo" in out
 
 
+def test_precision_resolves_from_the_cpus_instructions(monkeypatch):
+    assert cpu.resolve_precision("bf16") == "bf16" and cpu.resolve_precision("fp32") == "fp32"
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
+    assert cpu.resolve_precision("auto") == "bf16" and cpu.launch_env("auto") == {cpu.PRECISION_ENV: "bf16"}
+    monkeypatch.setattr(cpu, "native_bf16", lambda: False)
+    assert cpu.resolve_precision("auto") == "fp32" and cpu.launch_env("auto") == {cpu.PRECISION_ENV: "fp32"}
+    with pytest.raises(ValueError, match="cpu_precision must be one of auto, bf16, fp32, got 'fp16'"):
+        cpu.resolve_precision("fp16")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_launch_carries_the_precision_to_verl_and_its_workers(precision, monkeypatch, tmp_path):
+    """The launch's environment names the resolved precision, the trainer forwards it to every Ray worker, and in
+    fp32 the reference model is loaded in float32 (verl's default for it is bfloat16); verl's Hydra config takes
+    the override."""
+    from codegrpo.verl.launch import grpo_launch, sft_launch
+    from codegrpo.verl.trainer import ray_init_kwargs
+
+    cfg = {**tiny_cfg(), "cpu_precision": precision}
+    launch = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path))
+    assert launch.env[cpu.PRECISION_ENV] == precision
+    assert sft_launch(cfg, "skeleton", **launch_files(tmp_path)).env[cpu.PRECISION_ENV] == precision
+    composed = launch.validate()
+    ref_dtype = composed.actor_rollout_ref.ref.fsdp_config.get("model_dtype")
+    assert ref_dtype == ("fp32" if precision == "fp32" else None)
+    monkeypatch.setenv(cpu.PRECISION_ENV, precision)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert ray_init_kwargs(composed)["runtime_env"]["env_vars"][cpu.PRECISION_ENV] == precision
+
+
+def test_fp32_precision_keeps_verls_compute_in_float32():
+    """In fresh processes: with fp32, setup() makes verl's bfloat16 autocast and FSDP2 policy compute in float32
+    (the SFT trainer imported after setup included); with bf16 both stay as verl has them."""
+    code = """
+        import torch
+        from codegrpo.verl import cpu
+        cpu.setup()
+        a = torch.randn(4, 8)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            print("AUTOCAST", (a @ a.T).dtype)
+        import verl.utils.fsdp_utils as fu
+        import verl.workers.fsdp_workers as fw
+        import verl.trainer.fsdp_sft_trainer as st
+        for m in (fu, fw, st):
+            p = m.MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            print("POLICY", p.param_dtype, p.reduce_dtype)
+    """
+    for precision, dtype in (("fp32", "torch.float32"), ("bf16", "torch.bfloat16")):
+        r = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            cwd=REPO,
+            env={**os.environ, cpu.PRECISION_ENV: precision},
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"AUTOCAST {dtype}" in r.stdout, r.stdout
+        assert r.stdout.count(f"POLICY {dtype} torch.float32") == 3, r.stdout
+
+
 def test_gpu_mode_applies_no_cpu_patch(tmp_path):
     """The GPU path (paper config) composes, prepares SFT and Ray without loading CPU mode."""
     r = _py(f"""
