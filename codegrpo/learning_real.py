@@ -225,7 +225,7 @@ def evaluate_model(
         "label": label,
         "model_dir": str(model_dir),
         "seed": seed,
-        "sampling": {**dict(ev), "seed": seed},
+        "sampling": {**dict(ev), "seed": seed, "dtype": settings.dtype},  # the dtype resolved (no "auto")
         "pass@1": summary["pass@k"]["1"] / 100.0,
         "r_pass": summary["test_pass_rate"] / 100.0,
         "syntax_acc": summary["syntax_acc"] / 100.0,

@@ -27,7 +27,7 @@ def _result(seed: int, passed: dict[str, list[bool]], rates: dict[str, list[floa
         "per_problem": {k: {"passed": passed[k], "pass_rate": rates[k]} for k in passed},
         "seconds": {"total": 1.0},
         "guarded": True,
-        "sampling": {**CFG["learning_real"]["eval"], "seed": seed},
+        "sampling": {**CFG["learning_real"]["eval"], "seed": seed, "dtype": "bfloat16"},  # as evaluate_model resolves
     }
 
 

@@ -24,7 +24,9 @@ files, and ONLY when the pipeline runs with ``device: cpu`` (the GPU path never 
    laptops) emulates them, about 9 times slower than float32 for the same matrix product. With ``fp32`` the
    workers keep float32: the policy's ``param_dtype`` and the reference model's dtype are float32 and CPU
    autocast to a 16-bit type is off. ``auto`` (default) picks ``bf16`` where the CPU has the instructions (the
-   numbers of the GPU recipe's precision) and ``fp32`` elsewhere.
+   numbers of the GPU recipe's precision) and ``fp32`` elsewhere. The launch resolves it into the Hydra key
+   ``codegrpo.cpu_precision``; the driver names the matching setup hook for its Ray workers
+   (:func:`setup_fp32` or :func:`setup`), and the SFT entry point passes it to :func:`setup`.
 
 :func:`setup` applies 2–6 and 8 in the current process; it is the Ray ``worker_process_setup_hook`` of every worker
 (:data:`WORKER_SETUP_HOOK`) and is called first by the SFT entry point in each torchrun process.
@@ -43,8 +45,8 @@ from pathlib import Path
 
 WORKER_SETUP_HOOK = "codegrpo.verl.cpu.setup"
 ENV_FLAG = "CODEGRPO_VERL_CPU_PATCHED"
-#: the resolved precision (bf16 | fp32) of a CPU-mode run, set by the launch and forwarded to every worker
-PRECISION_ENV = "CODEGRPO_CPU_PRECISION"
+#: the setup hook of workers that compute in float32 (item 8)
+WORKER_SETUP_HOOK_FP32 = "codegrpo.verl.cpu.setup_fp32"
 PRECISIONS = ("auto", "bf16", "fp32")
 
 _applied = False
@@ -68,16 +70,14 @@ def resolve_precision(setting: str = "auto") -> str:
     return setting
 
 
-def launch_env(precision: str) -> dict[str, str]:
-    """Environment of a CPU-mode launch: the resolved precision, which :func:`setup` reads in every process."""
-    return {PRECISION_ENV: resolve_precision(precision)}
-
-
 def grpo_overrides(precision: str = "bf16") -> list[str]:
-    """verl overrides CPU mode needs for main_ppo (appended after the stage's own overrides); with ``fp32`` the
-    reference model is loaded in float32 too (verl's default for it is bfloat16)."""
+    """verl overrides CPU mode needs for main_ppo (appended after the stage's own overrides); ``precision`` (bf16 or
+    fp32, resolved) goes to ``codegrpo.cpu_precision``, and with fp32 the reference model is loaded in float32 too
+    (verl's default for it is bfloat16)."""
     fp32 = ["++actor_rollout_ref.ref.fsdp_config.model_dtype=fp32"] if precision == "fp32" else []
-    return fp32 + [
+    return [
+        f"codegrpo.cpu_precision={precision}",
+        *fp32,
         "trainer.device=cpu",
         "actor_rollout_ref.actor.strategy=fsdp2",
         "actor_rollout_ref.rollout.name=hf",
@@ -90,9 +90,10 @@ def grpo_overrides(precision: str = "bf16") -> list[str]:
     ]
 
 
-def sft_overrides() -> list[str]:
-    """verl overrides CPU mode needs for fsdp_sft_trainer."""
+def sft_overrides(precision: str = "bf16") -> list[str]:
+    """verl overrides CPU mode needs for fsdp_sft_trainer; ``precision`` as in :func:`grpo_overrides`."""
     return [
+        f"codegrpo.cpu_precision={precision}",
         "model.strategy=fsdp2",
         "use_remove_padding=false",
         "model.fsdp_config.cpu_offload=false",
@@ -108,23 +109,28 @@ def node_resources(n_gpus: int, num_cpus: int | None = None) -> dict:
     return {"num_cpus": num_cpus or max(8, 2 * n_gpus + 2), "num_gpus": n_gpus, "resources": {"cpu": n_gpus}}
 
 
-def _runtime_env(env_vars: dict | None) -> dict:
+def _runtime_env(env_vars: dict | None, precision: str) -> dict:
     return {
         "env_vars": {"TOKENIZERS_PARALLELISM": "false", **(env_vars or {})},
-        "worker_process_setup_hook": WORKER_SETUP_HOOK,
+        "worker_process_setup_hook": WORKER_SETUP_HOOK_FP32 if precision == "fp32" else WORKER_SETUP_HOOK,
     }
 
 
 def ray_init_kwargs(
-    n_gpus: int, num_cpus: int | None = None, env_vars: dict | None = None, address: str | None = None
+    n_gpus: int,
+    num_cpus: int | None = None,
+    env_vars: dict | None = None,
+    address: str | None = None,
+    precision: str = "bf16",
 ) -> dict:
     """``ray.init`` arguments for CPU mode: a local Ray with :func:`node_resources` for ``n_gpus`` workers, or
     with ``address`` the cluster there (its nodes announce :func:`node_resources` themselves: a driver joining
     a cluster cannot); the CPU patches as the workers' setup hook either way. The local Ray starts without its
     dashboard (nothing here reads it; on 2 cores its head process and modules cost about 5 s of CPU per run)."""
     if address:
-        return {"address": address, "runtime_env": _runtime_env(env_vars)}
-    return {**node_resources(n_gpus, num_cpus), "include_dashboard": False, "runtime_env": _runtime_env(env_vars)}
+        return {"address": address, "runtime_env": _runtime_env(env_vars, precision)}
+    runtime_env = _runtime_env(env_vars, precision)
+    return {**node_resources(n_gpus, num_cpus), "include_dashboard": False, "runtime_env": runtime_env}
 
 
 LOCAL_RAY_PORTS = 1400  # GCS, the node's own ports (base+1..+7), worker ports (base+1000..+1399)
@@ -288,11 +294,23 @@ def is_applied() -> bool:
     return _applied
 
 
-def setup() -> None:
-    """Apply the CPU runtime patches in this process (idempotent)."""
+def setup_fp32() -> None:
+    """:func:`setup` with ``precision="fp32"``: the Ray setup hook of float32 runs (:data:`WORKER_SETUP_HOOK_FP32`)."""
+    setup("fp32")
+
+
+def setup(precision: str = "bf16") -> None:
+    """Apply the CPU runtime patches in this process (idempotent); ``precision`` (``bf16`` or ``fp32``, resolved by
+    the launch from ``cpu_precision``) selects item 8 of the module doc."""
+    if not _applied:
+        _patch_verl()
+    if precision == "fp32":  # after the patches above: it imports verl modules that bind names they patch
+        _compute_in_fp32()
+
+
+def _patch_verl() -> None:
+    """Items 2–6 of the module doc."""
     global _applied
-    if _applied:
-        return
     import torch
     import torch.distributed as dist
     import transformers
@@ -382,9 +400,6 @@ def setup() -> None:
 
         HFRollout.__init__ = hf_rollout_init
         HFRollout._codegrpo_cpu = True
-
-    if os.environ.get(PRECISION_ENV) == "fp32":
-        _compute_in_fp32()
 
     os.environ[ENV_FLAG] = "1"
     _applied = True

@@ -142,13 +142,10 @@ class Launch:
 # building the overrides
 
 
-def _common_env(cfg: dict) -> dict[str, str]:
+def _common_env(device: str) -> dict[str, str]:
     env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-    if cfg["device"] == "cpu":
-        from codegrpo.verl import cpu
-
+    if device == "cpu":
         env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-        env.update(cpu.launch_env(cfg.get("cpu_precision", "auto")))
     return env
 
 
@@ -208,7 +205,7 @@ def sft_launch(
     if device == "cpu":
         from codegrpo.verl import cpu
 
-        overrides += cpu.sft_overrides()
+        overrides += cpu.sft_overrides(cpu.resolve_precision(cfg.get("cpu_precision", "auto")))
     prefix = [sys.executable, "-m", "torch.distributed.run"]
     if nnodes == 1:
         prefix += ["--standalone", "--nnodes=1"]
@@ -235,7 +232,7 @@ def sft_launch(
             f"--rdzv_endpoint={endpoint}",
         ]
     prefix += [f"--nproc_per_node={n_gpus}", "-m", "codegrpo.verl.sft_main"]
-    return Launch("sft", run, "sft", overrides, prefix, _common_env(cfg))
+    return Launch("sft", run, "sft", overrides, prefix, _common_env(device))
 
 
 def cpu_multinode_overrides(nnodes: int, n_gpus_per_node: int) -> list[str]:
@@ -330,7 +327,7 @@ def grpo_launch(
         overrides += cpu.grpo_overrides(cpu.resolve_precision(cfg.get("cpu_precision", "auto")))
     overrides += list(extra_overrides) + list(s.get("overrides") or [])
     prefix = [sys.executable, "-m", "codegrpo.verl.trainer"]
-    return Launch("grpo", run, "grpo", overrides, prefix, _common_env(cfg))
+    return Launch("grpo", run, "grpo", overrides, prefix, _common_env(device))
 
 
 def _files(files: Sequence[str] | str):

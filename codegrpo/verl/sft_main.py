@@ -87,7 +87,7 @@ def configure(cfg):
     if cfg.codegrpo.device == "cpu":
         from codegrpo.verl import cpu
 
-        cpu.setup()
+        cpu.setup(cfg.codegrpo.get("cpu_precision", "bf16"))
 
     from codegrpo.verl.prompts import install
 

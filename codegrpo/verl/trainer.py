@@ -256,7 +256,6 @@ def ray_init_kwargs(cfg) -> dict:
     # the job's threads (Snakemake sets them from the rule's threads): also when the driver joins a Ray started
     # elsewhere, whose workers would otherwise inherit that Ray's environment
     forwarded = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH", *THREAD_VARS)
-    forwarded += ("CODEGRPO_CPU_PRECISION",)  # codegrpo.verl.cpu.PRECISION_ENV: CPU mode's precision
     env_vars = {k: v for k, v in os.environ.items() if k in forwarded}
     # the one settings channel: the run's settings.json; of the project's variables only its path is forwarded
     path = runsettings.settings_path()
@@ -271,7 +270,8 @@ def ray_init_kwargs(cfg) -> dict:
 
         n = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
         # RAY_ADDRESS: the multi-node rehearsal's cluster, whose nodes announce the CPU-mode resources
-        return cpu.ray_init_kwargs(n, cfg.codegrpo.get("ray_num_cpus"), env_vars, address=os.environ.get("RAY_ADDRESS"))
+        address, precision = os.environ.get("RAY_ADDRESS"), cfg.codegrpo.get("cpu_precision", "bf16")
+        return cpu.ray_init_kwargs(n, cfg.codegrpo.get("ray_num_cpus"), env_vars, address, precision)
     kwargs = {"runtime_env": {"env_vars": {"NCCL_DEBUG": "WARN", "VLLM_LOGGING_LEVEL": "WARN", **env_vars}}}
     if os.environ.get("RAY_ADDRESS"):  # multi-node: join the cluster the job script started
         kwargs["address"] = os.environ["RAY_ADDRESS"]

@@ -134,40 +134,47 @@ def test_setup_patches_verl_for_cpu(tmp_path):
 def test_precision_resolves_from_the_cpus_instructions(monkeypatch):
     assert cpu.resolve_precision("bf16") == "bf16" and cpu.resolve_precision("fp32") == "fp32"
     monkeypatch.setattr(cpu, "native_bf16", lambda: True)
-    assert cpu.resolve_precision("auto") == "bf16" and cpu.launch_env("auto") == {cpu.PRECISION_ENV: "bf16"}
+    assert cpu.resolve_precision("auto") == "bf16"
     monkeypatch.setattr(cpu, "native_bf16", lambda: False)
-    assert cpu.resolve_precision("auto") == "fp32" and cpu.launch_env("auto") == {cpu.PRECISION_ENV: "fp32"}
+    assert cpu.resolve_precision("auto") == "fp32"
     with pytest.raises(ValueError, match="cpu_precision must be one of auto, bf16, fp32, got 'fp16'"):
         cpu.resolve_precision("fp16")
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
 def test_launch_carries_the_precision_to_verl_and_its_workers(precision, monkeypatch, tmp_path):
-    """The launch's environment names the resolved precision, the trainer forwards it to every Ray worker, and in
-    fp32 the reference model is loaded in float32 (verl's default for it is bfloat16); verl's Hydra config takes
-    the override."""
+    """The resolved precision travels in the Hydra config (no variable of its own), the driver names the matching
+    setup hook for every Ray worker (a local Ray or one it joins), the SFT entry point reads the same key, and in
+    fp32 the reference model is loaded in float32 (verl's default for it is bfloat16)."""
     from codegrpo.verl.launch import grpo_launch, sft_launch
     from codegrpo.verl.trainer import ray_init_kwargs
 
+    hook = {"bf16": cpu.WORKER_SETUP_HOOK, "fp32": cpu.WORKER_SETUP_HOOK_FP32}[precision]
     cfg = {**tiny_cfg(), "cpu_precision": precision}
     launch = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path))
-    assert launch.env[cpu.PRECISION_ENV] == precision
-    assert sft_launch(cfg, "skeleton", **launch_files(tmp_path)).env[cpu.PRECISION_ENV] == precision
     composed = launch.validate()
+    assert composed.codegrpo.cpu_precision == precision
     ref_dtype = composed.actor_rollout_ref.ref.fsdp_config.get("model_dtype")
     assert ref_dtype == ("fp32" if precision == "fp32" else None)
-    monkeypatch.setenv(cpu.PRECISION_ENV, precision)
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    assert ray_init_kwargs(composed)["runtime_env"]["env_vars"][cpu.PRECISION_ENV] == precision
+    for address in (None, "127.0.0.1:1"):
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        if address:
+            monkeypatch.setenv("RAY_ADDRESS", address)
+        assert ray_init_kwargs(composed)["runtime_env"]["worker_process_setup_hook"] == hook
+    assert sft_launch(cfg, "skeleton", **launch_files(tmp_path)).validate().codegrpo.cpu_precision == precision
+    assert not [k for k in launch.env if "PRECISION" in k]
 
 
 def test_fp32_precision_keeps_verls_compute_in_float32():
     """In fresh processes: with fp32, setup() makes verl's bfloat16 autocast and FSDP2 policy compute in float32
     (the SFT trainer imported after setup included); with bf16 both stay as verl has them."""
     code = """
-        import torch
+        import sys, torch
         from codegrpo.verl import cpu
-        cpu.setup()
+        if sys.argv[1] == "fp32":
+            cpu.setup_fp32()  # the Ray worker hook of fp32 runs
+        else:
+            cpu.setup(sys.argv[1])
         a = torch.randn(4, 8)
         with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
             print("AUTOCAST", (a @ a.T).dtype)
@@ -177,19 +184,20 @@ def test_fp32_precision_keeps_verls_compute_in_float32():
         for m in (fu, fw, st):
             p = m.MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
             print("POLICY", p.param_dtype, p.reduce_dtype)
+        print("WORKERS_BACKEND", fw.get_nccl_backend())  # the name the workers bound: patched before their import
     """
     for precision, dtype in (("fp32", "torch.float32"), ("bf16", "torch.bfloat16")):
         r = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(code)],
+            [sys.executable, "-c", textwrap.dedent(code), precision],
             capture_output=True,
             text=True,
             timeout=240,
             cwd=REPO,
-            env={**os.environ, cpu.PRECISION_ENV: precision},
         )
         assert r.returncode == 0, r.stderr[-3000:]
         assert f"AUTOCAST {dtype}" in r.stdout, r.stdout
         assert r.stdout.count(f"POLICY {dtype} torch.float32") == 3, r.stdout
+        assert "WORKERS_BACKEND gloo" in r.stdout, r.stdout
 
 
 def test_gpu_mode_applies_no_cpu_patch(tmp_path):
