@@ -104,7 +104,7 @@ rule data_headers:
     priority: 10
     conda:
         "../envs/data.yaml"
-    threads: 4
+    threads: header_threads
     resources:
         **stage_resources("data"),
     params:
@@ -184,7 +184,9 @@ rule data_kodcode:
         summary=res("data", "kodcode", "summary.json"),
     log:
         logpath("data_kodcode", "kodcode.log"),
-    priority: 10
+    # above two priority-10 jobs together: it heads the DHRCL runs (the longest chain on CPU) and needs two
+    # threads, so on 2 cores it goes first instead of waiting for one-thread jobs to leave both cores free
+    priority: 25
     conda:
         "../envs/data.yaml"
     threads: 2

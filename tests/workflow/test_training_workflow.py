@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -14,20 +15,21 @@ from tests.conftest import job_counts, run_snakemake
 TARGETS = ["sft", "skeleton_rl", "skin_rl"]
 
 
-def _threads(stdout: str) -> dict[str, set[int]]:
-    """The threads each planned rule's jobs declare (a dry run prints ``threads:`` only when it is not 1)."""
+def _declared(stdout: str, key: str = "threads", default: int = 1) -> dict[str, set[int]]:
+    """What each planned rule's jobs declare as ``key`` (threads, priority): a dry run prints the line only when it
+    is not the default (1 thread, priority 0)."""
     out: dict[str, set[int]] = {}
     rule = None
     for line in stdout.splitlines():
         if line.startswith(("rule ", "localrule ")):
             rule = line.split()[1].rstrip(":")
             out.setdefault(rule, set())
-        elif rule and line.strip().startswith("threads:"):
+        elif rule and line.strip().startswith(f"{key}:"):
             out[rule].add(int(line.split()[1]))
         elif rule and not line.strip():
-            out[rule] = out[rule] or {1}
+            out[rule] = out[rule] or {default}
             rule = None
-    return {k: v or {1} for k, v in out.items()}
+    return {k: v or {default} for k, v in out.items()}
 
 
 @pytest.mark.parametrize("configfile", ["config.yaml", "config/paper.yaml"])
@@ -41,10 +43,54 @@ def test_training_dag_plans(snakemake_bin, tmp_path, configfile):
     assert ("tiny_model" in jobs) == (base["model"]["base"] == "tiny")
     # the threads a training job declares (Snakemake hands them to it as OMP_NUM_THREADS): one on CPU, where
     # two training jobs share the 2 cores; two on GPUs, as before
-    threads = _threads(r.stdout)
+    threads = _declared(r.stdout)
     want = {1} if base["device"] == "cpu" else {2}
     for rule in ("sft_train", "skeleton_rl_train", "skin_rl_train"):
         assert threads[rule] == want, (rule, threads)
+
+
+def test_default_pipeline_jobs_declare_what_they_use(snakemake_bin, tmp_path):
+    """config.yaml on 2 cores (docs/training.md, "Time on CPU"): every job but data_kodcode declares one thread,
+    so that evaluations run beside the one-thread trainings and each other; data_kodcode (two threads, the head of
+    the DHRCL runs) outranks any two other data jobs together, so it starts first instead of waiting for one-thread
+    jobs to leave both cores free."""
+    overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs")}
+    r = run_snakemake("-n", "--cores", "2", overlay=overlay, tmp_path=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    threads, priority = _declared(r.stdout), _declared(r.stdout, "priority", 0)
+    assert {rule for rule, t in threads.items() if t != {1}} == {"data_kodcode"}, threads
+    assert {rule for rule in threads if rule.startswith("eval_")} >= {
+        "eval_decompile_baseline",
+        "eval_decompile_system",
+        "eval_codegen",
+        "eval_codegen_reference",
+    }
+    others = max(max(p) for rule, p in priority.items() if rule != "data_kodcode")
+    assert min(priority["data_kodcode"]) > 2 * others, priority
+
+
+def test_checked_headers_declare_their_gcc_workers(snakemake_bin, tmp_path):
+    """data_headers declares data.headers.workers threads (0: 4) where a dataset's headers are checked, one
+    where they are not."""
+    base = yaml.safe_load((REPO / "config.yaml").read_text())
+    checked = {name for name, ds in base["datasets"].items() if ds["check_headers"]}
+    assert checked and checked != set(base["datasets"])
+    for workers, want in ((0, 4), (3, 3)):
+        overlay = {
+            **base,
+            "results_dir": str(tmp_path / "results"),
+            "logs_dir": str(tmp_path / "logs"),
+            "data": {**base["data"], "headers": {**base["data"]["headers"], "workers": workers}},
+        }
+        r = run_snakemake("-n", "--cores", "8", "data", overlay=overlay, tmp_path=tmp_path)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        per_dataset = {}
+        for block in re.split(r"^\[.*\]$", r.stdout, flags=re.M):  # a job's lines follow its time stamp
+            if re.search(r"^(local)?rule data_headers:", block, re.M):
+                name = re.search(r"wildcards: dataset=(\S+)", block).group(1)
+                m = re.search(r"threads: (\d+)", block)
+                per_dataset[name] = int(m.group(1)) if m else 1
+        assert per_dataset == {name: want if name in checked else 1 for name in base["datasets"]}, per_dataset
 
 
 @pytest.mark.slow
