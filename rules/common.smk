@@ -96,15 +96,6 @@ def training_threads():
     return _training_threads(config)
 
 
-def header_threads(wildcards):
-    """``threads:`` of data_headers: data.headers.workers gcc checks in parallel (0: 4, at most --cores) where the
-    dataset's headers are checked; one where they are not (the job copies the records). ALL_DATASETS: data.smk.
-    """
-    if not ALL_DATASETS[wildcards.dataset]["check_headers"]:
-        return 1
-    return config["data"]["headers"]["workers"] or 4
-
-
 # ==============================================================================================================
 # onstart: the jobs' environment, the plan's preflight, the pipeline's Ray
 # ==============================================================================================================

@@ -5,6 +5,7 @@
 import os
 import re
 
+from codegrpo.cluster.resources import header_threads
 from codegrpo.config import check_input_files
 from codegrpo.data.generate import OUTPUTS as GEN_OUTPUTS, generated_datasets
 from codegrpo.data.kodcode import input_files as kodcode_input_files
@@ -104,7 +105,7 @@ rule data_headers:
     priority: 10
     conda:
         "../envs/data.yaml"
-    threads: header_threads
+    threads: lambda wc: header_threads(config, ALL_DATASETS[wc.dataset])
     resources:
         **stage_resources("data"),
     params:

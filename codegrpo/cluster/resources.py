@@ -25,7 +25,14 @@ One-host rehearsal (``cluster.rehearsal_tasks_as_nodes``, device cpu only): a tr
 
 from __future__ import annotations
 
-__all__ = ["ResourceError", "rehearsal_tasks", "stage_resources", "training_threads", "training_topology"]
+__all__ = [
+    "ResourceError",
+    "header_threads",
+    "rehearsal_tasks",
+    "stage_resources",
+    "training_threads",
+    "training_topology",
+]
 
 #: threads a training job (SFT, GRPO, DHRCL, the learning checks) declares with ``device: cpu``: what it really
 #: uses. The tiny model's trainer keeps about one core busy (Ray, the rollout loop and verl's bookkeeping are
@@ -81,6 +88,15 @@ def training_threads(config: dict) -> int:
     """``threads:`` of a training rule: :data:`CPU_TRAINING_THREADS` with ``device: cpu``, else
     :data:`GPU_TRAINING_THREADS`. SLURM jobs get their CPUs from ``cpus_per_task`` (:func:`stage_resources`)."""
     return CPU_TRAINING_THREADS if config.get("device") == "cpu" else GPU_TRAINING_THREADS
+
+
+def header_threads(config: dict, dataset: dict) -> int:
+    """``threads:`` of data_headers for one configured ``dataset``: ``data.headers.workers`` gcc checks in parallel
+    (0: 4; Snakemake caps it at --cores) where the dataset's headers are checked, one where they are not (the job
+    copies the records)."""
+    if not dataset["check_headers"]:
+        return 1
+    return config["data"]["headers"]["workers"] or 4
 
 
 def stage_resources(config: dict, stage: str) -> dict:

@@ -15,21 +15,34 @@ from tests.conftest import job_counts, run_snakemake
 TARGETS = ["sft", "skeleton_rl", "skin_rl"]
 
 
-def _declared(stdout: str, key: str = "threads", default: int = 1) -> dict[str, set[int]]:
-    """What each planned rule's jobs declare as ``key`` (threads, priority): a dry run prints the line only when it
-    is not the default (1 thread, priority 0)."""
+def _planned_jobs(stdout: str) -> list[dict]:
+    """The jobs of a dry run: rule, wildcards, threads and priority of each (a dry run prints a job's lines after
+    its time stamp, and ``threads:`` / ``priority:`` only when they are not 1 / 0)."""
+    jobs = []
+    for block in re.split(r"^\[.*\]$", stdout, flags=re.M):
+        rule = re.search(r"^(?:local)?rule (\w+):$", block, re.M)
+        if not rule:
+            continue
+        wildcards = re.search(r"^    wildcards: (.*)$", block, re.M)
+        threads = re.search(r"^    threads: (\d+)$", block, re.M)
+        priority = re.search(r"^    priority: (-?\d+)$", block, re.M)
+        jobs.append(
+            {
+                "rule": rule.group(1),
+                "wildcards": dict(kv.split("=", 1) for kv in wildcards.group(1).split(", ")) if wildcards else {},
+                "threads": int(threads.group(1)) if threads else 1,
+                "priority": int(priority.group(1)) if priority else 0,
+            }
+        )
+    return jobs
+
+
+def _declared(stdout: str, key: str = "threads") -> dict[str, set[int]]:
+    """What each planned rule's jobs declare as ``key`` (threads or priority)."""
     out: dict[str, set[int]] = {}
-    rule = None
-    for line in stdout.splitlines():
-        if line.startswith(("rule ", "localrule ")):
-            rule = line.split()[1].rstrip(":")
-            out.setdefault(rule, set())
-        elif rule and line.strip().startswith(f"{key}:"):
-            out[rule].add(int(line.split()[1]))
-        elif rule and not line.strip():
-            out[rule] = out[rule] or {default}
-            rule = None
-    return {k: v or {default} for k, v in out.items()}
+    for job in _planned_jobs(stdout):
+        out.setdefault(job["rule"], set()).add(job[key])
+    return out
 
 
 @pytest.mark.parametrize("configfile", ["config.yaml", "config/paper.yaml"])
@@ -57,7 +70,7 @@ def test_default_pipeline_jobs_declare_what_they_use(snakemake_bin, tmp_path):
     overlay = {"results_dir": str(tmp_path / "results"), "logs_dir": str(tmp_path / "logs")}
     r = run_snakemake("-n", "--cores", "2", overlay=overlay, tmp_path=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    threads, priority = _declared(r.stdout), _declared(r.stdout, "priority", 0)
+    threads, priority = _declared(r.stdout), _declared(r.stdout, "priority")
     assert {rule for rule, t in threads.items() if t != {1}} == {"data_kodcode"}, threads
     assert {rule for rule in threads if rule.startswith("eval_")} >= {
         "eval_decompile_baseline",
@@ -84,12 +97,11 @@ def test_checked_headers_declare_their_gcc_workers(snakemake_bin, tmp_path):
         }
         r = run_snakemake("-n", "--cores", "8", "data", overlay=overlay, tmp_path=tmp_path)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        per_dataset = {}
-        for block in re.split(r"^\[.*\]$", r.stdout, flags=re.M):  # a job's lines follow its time stamp
-            if re.search(r"^(local)?rule data_headers:", block, re.M):
-                name = re.search(r"wildcards: dataset=(\S+)", block).group(1)
-                m = re.search(r"threads: (\d+)", block)
-                per_dataset[name] = int(m.group(1)) if m else 1
+        per_dataset = {
+            job["wildcards"]["dataset"]: job["threads"]
+            for job in _planned_jobs(r.stdout)
+            if job["rule"] == "data_headers"
+        }
         assert per_dataset == {name: want if name in checked else 1 for name in base["datasets"]}, per_dataset
 
 
