@@ -1,5 +1,5 @@
 # Stages: skeleton_rl and skin_rl, one rule body. GRPO (verl main_ppo through
-# codegrpo.verl.trainer, codegrpo.verl.stages.run_rl_stage) of the skeleton model from sft_skeleton with the
+# codegrpo.verl.driver, codegrpo.verl.stages.run_rl_stage) of the skeleton model from sft_skeleton with the
 # structure reward (skeleton_rl.structure_reward: exe_type or sim_exe), and of the skin model from sft_skin with
 # the identifier reward (embedding server inside the job when embedding.serve).
 # Output: results/runs/<stage>/{hf/, done.json} (+ settings.json, checkpoints/, metrics.jsonl, train.log). A killed

@@ -3,7 +3,8 @@
 * :mod:`codegrpo.verl.launch` builds each training stage's command line from the pipeline config and checks it
   by Hydra composition against verl's own config before anything is launched.
 * :mod:`codegrpo.verl.stages` runs a stage end to end: import or train, export ``hf/``, write ``done.json``.
-* :mod:`codegrpo.verl.trainer` is the GRPO driver, the project TaskRunner and the RayPPOTrainer subclass with the
+* :mod:`codegrpo.verl.driver` is the GRPO driver (it does not import verl; its TaskRunner actor does).
+* :mod:`codegrpo.verl.trainer` is the project TaskRunner and the RayPPOTrainer subclass with the
   plug-in hook (driver plug-ins, validate and step callbacks) and reward-component metrics.
 * :mod:`codegrpo.verl.sft_main` is the SFT entry point (torchrun) around verl's ``fsdp_sft_trainer``.
 * :mod:`codegrpo.verl.metrics` writes ``metrics.jsonl`` through a subclass of verl's ``Tracking``.

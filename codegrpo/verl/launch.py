@@ -9,7 +9,7 @@ Hydra's message instead of minutes into a cluster job.
 Command lines:
 
 * SFT: ``torchrun --nnodes=N --nproc_per_node=G -m codegrpo.verl.sft_main <overrides>``
-* GRPO: ``python -m codegrpo.verl.trainer <overrides>`` (the project driver: Ray + project TaskRunner)
+* GRPO: ``python -m codegrpo.verl.driver <overrides>`` (the project driver: Ray + project TaskRunner)
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ def compose(config_name: str, overrides: Sequence[str], config_dir: str | os.Pat
     """Compose ``config_name`` with ``overrides`` exactly as the entry point will; resolve interpolations.
     Safe to call from several threads (one compose at a time).
 
+    verl's own configs (``ppo_trainer.yaml``, ``sft_trainer.yaml``) are found on Hydra's search path, set here to
+    the installed verl's config folder by its path (:func:`verl_config_dir`): composing does not import verl, so
+    neither the GRPO driver nor the launch's validation pays verl's import (a few CPU-seconds each).
+
     Raises :class:`LaunchConfigError` naming the offending override when Hydra or OmegaConf rejects it.
     """
     from hydra import compose as hydra_compose
@@ -84,7 +88,8 @@ def compose(config_name: str, overrides: Sequence[str], config_dir: str | os.Pat
 
     try:
         with _COMPOSE_LOCK, initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base=None):
-            cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
+            search = f"hydra.searchpath={fmt(['file://' + str(verl_config_dir())])}"
+            cfg = hydra_compose(config_name=config_name, overrides=[*overrides, search])
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as exc:
         cause = exc.__cause__
@@ -296,7 +301,7 @@ def grpo_launch(
         "custom_reward_function.name": reward["function"],
         "reward_model.reward_manager": reward["manager"],
         # the reward runs in the TaskRunner, pinned to the job's node where the run's services listen on 127.0.0.1
-        # (codegrpo.verl.trainer.task_runner_options); verl's async reward task could land on any node
+        # (codegrpo.verl.driver.task_runner_options); verl's async reward task could land on any node
         "reward_model.launch_reward_fn_async": False,
         "trainer.project_name": s["project_name"],
         "trainer.experiment_name": run,
@@ -326,7 +331,7 @@ def grpo_launch(
 
         overrides += cpu.grpo_overrides(cpu.resolve_precision(cfg.get("cpu_precision", "auto")))
     overrides += list(extra_overrides) + list(s.get("overrides") or [])
-    prefix = [sys.executable, "-m", "codegrpo.verl.trainer"]
+    prefix = [sys.executable, "-m", "codegrpo.verl.driver"]
     return Launch("grpo", run, "grpo", overrides, prefix, _common_env(device))
 
 

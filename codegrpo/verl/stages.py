@@ -274,7 +274,7 @@ def run_rl_stage(cfg: Mapping, stage: str, **inputs) -> dict:
     run_dir = Path(inputs["run_dir"])
     env: dict[str, str] = {}
     from codegrpo.verl.cpu import node_resources
-    from codegrpo.verl.trainer import WORKERS_FILE
+    from codegrpo.verl.driver import WORKERS_FILE
 
     with contextlib.ExitStack() as stack:
         rehearsal = stack.enter_context(rehearsal_ray_cluster(cfg, section, node_resources))

@@ -76,7 +76,7 @@ def test_trainer_forwards_the_jobs_threads_to_ray_workers(monkeypatch, tmp_path)
     """The thread counts Snakemake gives a training job reach verl's Ray workers through the runtime env, also
     when the driver joins a Ray started elsewhere (whose workers inherit that Ray's environment)."""
     from codegrpo.verl.launch import grpo_launch
-    from codegrpo.verl.trainer import THREAD_VARS, ray_init_kwargs
+    from codegrpo.verl.driver import THREAD_VARS, ray_init_kwargs
 
     cfg = tiny_cfg()
     g = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path)).validate()
@@ -147,7 +147,7 @@ def test_launch_carries_the_precision_to_verl_and_its_workers(precision, monkeyp
     setup hook for every Ray worker (a local Ray or one it joins), the SFT entry point reads the same key, and in
     fp32 the reference model is loaded in float32 (verl's default for it is bfloat16)."""
     from codegrpo.verl.launch import grpo_launch, sft_launch
-    from codegrpo.verl.trainer import ray_init_kwargs
+    from codegrpo.verl.driver import ray_init_kwargs
 
     hook = {"bf16": cpu.WORKER_SETUP_HOOK, "fp32": cpu.WORKER_SETUP_HOOK_FP32}[precision]
     cfg = {**tiny_cfg(), "cpu_precision": precision}
@@ -206,7 +206,7 @@ def test_gpu_mode_applies_no_cpu_patch(tmp_path):
         import sys
         from codegrpo.config import load_config
         from codegrpo.verl import launch
-        from codegrpo.verl.trainer import ray_init_kwargs
+        from codegrpo.verl.driver import ray_init_kwargs
         from codegrpo.verl import sft_main
         cfg = load_config("config/paper.yaml")
         g = launch.grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", train_files="t.parquet", val_files="v.parquet",
@@ -413,7 +413,7 @@ def test_ray_rehearsal_record_demands_workers_on_every_node(tmp_path):
 
     from codegrpo.cluster import ClusterError
     from codegrpo.cluster.rehearsal import RAY_REHEARSAL_FILE, write_ray_rehearsal
-    from codegrpo.verl.trainer import WORKERS_FILE
+    from codegrpo.verl.driver import WORKERS_FILE
 
     record = {
         "job_id": "7",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from codegrpo.config import load_config
 from codegrpo.contracts import RL_STAGES
 from codegrpo.verl import launch as L
+from tests.conftest import REPO_ROOT as REPO
 from tests.verl import launch_files
 
 
@@ -265,6 +267,37 @@ def test_compose_from_several_threads():
     with ThreadPoolExecutor(max_workers=4) as pool:
         composed = list(pool.map(lambda ov: L.compose("grpo", ov), overrides))
     assert [c.trainer.total_training_steps for c in composed] == list(range(1, 9))
+
+
+def test_driver_composes_and_starts_ray_without_importing_verl():
+    """The GRPO driver composes its config and prepares Ray without importing verl: verl's import (a few
+    CPU-seconds) is paid by the TaskRunner and the workers that use it, not again on every run's critical path.
+    The composition still layers over verl's own ppo_trainer.yaml and sft_trainer.yaml, found by path."""
+    code = (
+        "import json, sys\n"
+        "from omegaconf import OmegaConf\n"
+        "from codegrpo.verl import driver\n"
+        "from codegrpo.verl.launch import compose, verl_config_dir\n"
+        "g = compose('grpo', ['trainer.device=cpu', 'codegrpo.device=cpu'])\n"
+        "s = compose('sft', [])\n"
+        "kw = driver.ray_init_kwargs(g)\n"
+        "verl = sorted(m for m in sys.modules if m == 'verl' or m.startswith('verl.'))\n"
+        "p = OmegaConf.load(verl_config_dir() / 'ppo_trainer.yaml')\n"
+        "t = OmegaConf.load(verl_config_dir() / 'sft_trainer.yaml')\n"
+        "print(json.dumps({'verl': verl, 'hook': kw['runtime_env'].get('worker_process_setup_hook'),\n"
+        "  'cpus': driver.TaskRunner._default_options.get('num_cpus'),\n"
+        "  'ours': [g.algorithm.gamma, g.data.prompt_key, g.algorithm.adv_estimator, s.optim.lr, s.data.prompt_key],\n"
+        "  'verls': [p.algorithm.gamma, p.data.prompt_key, p.algorithm.adv_estimator, t.optim.lr, t.data.prompt_key]}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["verl"] == [], got["verl"]
+    assert got["hook"] == "codegrpo.verl.cpu.setup" and got["cpus"] == 1
+    # verl's own defaults where the project configs are silent, the project's where they speak
+    assert got["ours"][:2] == got["verls"][:2] and got["ours"][3] == got["verls"][3]
+    assert (got["ours"][2], got["verls"][2]) == ("grpo", "gae")
+    assert (got["ours"][4], got["verls"][4]) == ("prompt", "question")
 
 
 def test_broken_interpolation_is_rejected():
@@ -582,7 +615,7 @@ def test_training_launch_hands_workers_only_the_settings_file(repo_root, tmp_pat
         env = launch.process_env()
         doc = json.loads(open(env[runsettings.SETTINGS_ENV]).read())
         seen.update(env=env, doc=doc)
-        from codegrpo.verl.trainer import ray_init_kwargs
+        from codegrpo.verl.driver import ray_init_kwargs
 
         with mock.patch.dict(os.environ, env, clear=True):
             seen["ray"] = ray_init_kwargs(launch.validate())["runtime_env"]["env_vars"]
@@ -613,7 +646,7 @@ def test_reward_runs_on_the_node_of_the_embedding_server(repo_root, tmp_path):
     verl's TaskRunner, which is pinned there (hard node affinity), never in verl's async reward task."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from codegrpo.verl.trainer import task_runner_options
+    from codegrpo.verl.driver import task_runner_options
 
     opts = task_runner_options("a" * 56)
     strategy = opts["scheduling_strategy"]
