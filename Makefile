@@ -10,7 +10,7 @@ run: setup
 	.venv/bin/snakemake --cores 2
 
 test: setup
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest -n 2 --dist loadgroup
 
 lint: setup
 	.venv/bin/snakemake --lint

@@ -95,6 +95,67 @@ def job_counts(stdout: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Two pytest-xdist workers (`make test`: ``-n 2 --dist loadgroup``): the modules of ASIDE run on one worker, every
+# other module on the other. ASIDE holds the CPU-chain modules (the session's ``cpu_chain`` is built once, on that
+# worker), two more verl modules, some light ones and the modules whose time is mostly waiting (a live Slurm's
+# status polling, service time-outs, killed servers), about half of the suite's time, and runs them in this order:
+# the training first, while the other worker runs its lighter modules, the waiting last, beside the other worker's
+# learning checks. None of them starts a sandbox job (their runs, scanned for processes of the sandbox's uid range:
+# none), so the tests that scan the host for the sandbox's processes never see another worker's; every module that
+# runs sandbox jobs stays on the other worker. (xdist's own loadgroup marks a test by renaming its node id, which
+# pytest 9.2 ignores: the grouping is done by the scheduler below instead; tests/test_suite_workers.py checks it.)
+ASIDE = (
+    "tests/verl/test_cpu.py",
+    "tests/workflow/test_training_workflow.py",
+    "tests/rewards/test_reward_model.py",
+    "tests/test_smoke_checks.py",
+    "tests/hostile/test_config_bad.py",
+    "tests/workflow/test_eval_seeds_plan.py",
+    "tests/workflow/test_generate_workflow.py",
+    "tests/verl/test_launch.py",
+    "tests/test_preflight.py",
+    "tests/verl/test_dhrcl.py",
+    "tests/test_smoke.py",
+    "tests/hub/test_fetch.py",
+    "tests/hostile/test_compile_hostile.py",
+    "tests/rewards/test_embedding.py",
+    "tests/test_services.py",
+    "tests/hostile/test_faults.py",
+    "tests/slurm/test_ray_slurm.py",
+    "tests/slurm/test_profile_slurm.py",
+)
+
+
+def suite_group(nodeid: str) -> str:
+    """The worker group of a test: ``aside`` for the modules of :data:`ASIDE`, ``main`` for the rest."""
+    return "aside" if nodeid.split("::", 1)[0] in ASIDE else "main"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules of :data:`ASIDE` last, in its order (the others, and the tests inside a module, keep theirs)."""
+    position = {rel: i for i, rel in enumerate(ASIDE)}
+    items.sort(key=lambda item: position.get(item.nodeid.split("::", 1)[0], -1))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadgroup``: xdist's scope scheduler with the two groups of :func:`suite_group` as its
+    scopes (each goes whole to one worker)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    missing = [rel for rel in ASIDE if not (REPO_ROOT / rel).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py: ASIDE names modules that do not exist: {missing}")
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TwoGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return suite_group(nodeid)
+
+    return TwoGroups(config, log)
+
+
 # The two shipped configurations, validated (defaults filled in); one copy per test module, which may change it.
 @pytest.fixture(scope="module")
 def paper() -> dict:
