@@ -187,12 +187,18 @@ def test_resolving_env_file_reports_versions(tmp_path):
 
 
 def test_check_envs_script_exit_status(tmp_path):
+    """The files resolve side by side; each is reported, in the order given, and one conflict fails the run."""
     env = tmp_path / "conflict.yaml"
     env.write_text("name: c\ndependencies:\n  - python=3.11\n  - pip:\n      - numba==0.61.2\n      - numpy>=2.3\n")
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("name: o\ndependencies:\n  - python=3.11\n  - pip:\n      - numba==0.61.2\n")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "check_envs.py"), str(env)], capture_output=True, text=True
+        [sys.executable, str(REPO / "scripts" / "check_envs.py"), str(env), str(ok)], capture_output=True, text=True
     )
-    assert proc.returncode == 1 and f"FAIL {env}" in proc.stdout, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert proc.returncode == 1 and f"FAIL {env}" in out and f"ok   {ok} (python 3.11)" in out, out + proc.stderr
+    assert out.index(f"FAIL {env}") < out.index(f"ok   {ok}")
+    assert "numba 0.61.2" in out.split(f"ok   {ok}", 1)[1].splitlines()[0]
 
 
 # -- flash-attn provisioning -----------------------------------------------------------------------------
