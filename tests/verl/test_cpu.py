@@ -131,6 +131,87 @@ def test_setup_patches_verl_for_cpu(tmp_path):
     assert "ATTN sdpa" in out and "TIMING {}" in out and "PIN False" in out and "PG gloo" in out
 
 
+def test_actor_keeps_gathered_weights_through_the_rollout_and_computes_the_same(tmp_path):
+    """CPU mode launches the actor with FSDP2's ``reshard_after_forward=false``: the HF rollout's decode steps reuse
+    the gathered (cast) weights instead of gathering and casting every layer again for every token. In a fresh
+    process, with verl's own FSDP2 wrapping and mixed-precision policy (bf16 and fp32), two rollout + update
+    steps give the same tokens, log-probs and weights, bit for bit, with either setting, and the kept weights
+    are gathered far fewer times."""
+    from codegrpo.models import build_tiny_model
+    from codegrpo.verl.launch import grpo_launch
+
+    cfg = tiny_cfg()
+    composed = grpo_launch(cfg, cfg["skeleton_rl"], "skeleton_rl", **launch_files(tmp_path)).validate()
+    assert composed.actor_rollout_ref.actor.fsdp_config.reshard_after_forward is False
+    assert composed.actor_rollout_ref.ref.fsdp_config.reshard_after_forward is True  # verl's default, one pass
+    build_tiny_model(
+        tmp_path / "m", ["int f(int x) { return x + 1; }", "long g(void) { return 7; }"] * 20, vocab_size=300
+    )
+    r = _py(f"""
+        import os, torch, torch.distributed as dist
+        from codegrpo.verl import cpu
+        cpu.setup()
+        from torch.distributed.device_mesh import init_device_mesh
+        from verl.utils.fsdp_utils import MixedPrecisionPolicy, apply_fsdp2
+        from codegrpo.models import load_model
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + os.getpid() % 300), RANK="0", WORLD_SIZE="1")
+        dist.init_process_group("gloo")
+        mesh = init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))
+        # a probe, not a change: count the layer gathers FSDP2 performs
+        from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+        gathers, wait = [0], FSDPParamGroup.wait_for_unshard
+
+        def counting_wait(self):
+            gathers[0] += self._all_gather_result is not None
+            return wait(self)
+
+        FSDPParamGroup.wait_for_unshard = counting_wait
+
+        def run(dtype, reshard):
+            model, tok = load_model({str(tmp_path / "m")!r})
+            policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32, cast_forward_inputs=True)
+            apply_fsdp2(model, {{"mesh": mesh, "mp_policy": policy, "reshard_after_forward": reshard}}, {{}})
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+            prompt = torch.tensor([tok("int f(int x)").input_ids] * 3)
+            trace = []
+            for step in range(2):
+                model.eval()
+                torch.manual_seed(step)
+                with torch.no_grad(), torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+                    seq = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=True,
+                                         max_new_tokens=12, pad_token_id=tok.pad_token_id or 0)
+                model.train()
+                with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+                    logits = model(seq).logits
+                lp = logits.float().log_softmax(-1)[:, :-1].gather(-1, seq[:, 1:, None]).squeeze(-1)
+                (-lp.mean()).backward()
+                opt.step()
+                opt.zero_grad()
+                trace.append((seq.tolist(), lp.detach()))
+            weights = {{k: v.full_tensor() for k, v in model.state_dict().items()}}
+            n, gathers[0] = gathers[0], 0
+            return trace, weights, n
+
+        for dtype in (torch.bfloat16, torch.float32):
+            (t1, w1, g1), (t2, w2, g2) = run(dtype, True), run(dtype, False)
+            same_tokens = [a[0] for a in t1] == [b[0] for b in t2]
+            same_lp = all(torch.equal(a[1], b[1]) for a, b in zip(t1, t2))
+            same_w = w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
+            moved = any(not torch.equal(a[1], b[1]) for a, b in zip(t1[:1], t1[1:]))
+            print("SAME", str(dtype), same_tokens, same_lp, same_w, moved, len(t1[0][0][0]), g1, g2)
+        dist.destroy_process_group()
+    """)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [line for line in r.stdout.splitlines() if line.startswith("SAME")]
+    assert [line.split()[1] for line in lines] == ["torch.bfloat16", "torch.float32"]
+    for line in lines:
+        _, _, tokens, logprobs, weights, moved, length, resharding, kept = line.split()
+        assert (tokens, logprobs, weights) == ("True", "True", "True"), line
+        assert moved == "True" and int(length) > 4, line  # the update changed the log-probs; real sequences
+        # resharding after every forward gathers each layer again for each decoded token; kept: once per update
+        assert int(kept) * 4 < int(resharding), line
+
+
 def test_precision_resolves_from_the_cpus_instructions(monkeypatch):
     assert cpu.resolve_precision("bf16") == "bf16" and cpu.resolve_precision("fp32") == "fp32"
     monkeypatch.setattr(cpu, "native_bf16", lambda: True)
